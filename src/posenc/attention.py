@@ -1,0 +1,243 @@
+"""The attention blocks that the input layer feeds, as in the Annotated Transformer.
+
+They are here so that a reader can check the claim positional encodings exist
+for: attention by itself does not know the order of its inputs. Permute the
+tokens, and self-attention returns the same outputs, permuted the same way
+(it is *permutation equivariant*):
+
+>>> import torch
+>>> from posenc import PositionalEncoding, attention
+>>> _ = torch.manual_seed(0)
+>>> x = torch.randn(5, 16)                 # five tokens, unbatched
+>>> perm = torch.tensor([3, 0, 4, 1, 2])
+>>> out, _ = attention(x, x, x)
+>>> out_perm, _ = attention(x[perm], x[perm], x[perm])
+>>> torch.allclose(out_perm, out[perm], atol=1e-6)
+True
+
+Add the positional encoding after permuting, as a model does, and the outputs
+depend on where each token stands:
+
+>>> pe = PositionalEncoding(16)
+>>> y, y_perm = pe(x), pe(x[perm])
+>>> out, _ = attention(y, y, y)
+>>> out_perm, _ = attention(y_perm, y_perm, y_perm)
+>>> torch.allclose(out_perm, out[perm], atol=1e-6)
+False
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .positional import _check_dropout, _check_features, _check_positive_int
+from .sinusoid import _check_d_model
+
+__all__ = [
+    "MultiHeadedAttention",
+    "PositionwiseFeedForward",
+    "attention",
+    "clones",
+    "subsequent_mask",
+]
+
+
+def attention(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout: nn.Module | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention, ``softmax(Q Kᵀ / √d_k) V``.
+
+    Args:
+        query: Queries ``(*, L_q, d_k)``.
+        key: Keys ``(*, L_k, d_k)``.
+        value: Values ``(*, L_k, d_v)``.
+        mask: Optional tensor broadcastable to ``(*, L_q, L_k)``; where it is
+            0 or False, the query may not attend to the key.
+        dropout: Optional module applied to the attention weights.
+
+    Returns:
+        ``(output, weights)``: output ``(*, L_q, d_v)`` and the attention
+        weights ``(*, L_q, L_k)``, each row summing to 1.
+
+    Shapes:
+        ``*`` is any batch shape, e.g. ``(B, h)`` for B sequences and h heads.
+
+    Example:
+        >>> q = torch.zeros(1, 2, 4)
+        >>> k = v = torch.eye(3, 4).unsqueeze(0)
+        >>> out, w = attention(q, k, v, mask=subsequent_mask(3)[:, :2])
+        >>> w  # equal scores: uniform over the keys each query may see
+        tensor([[[1.0000, 0.0000, 0.0000],
+                 [0.5000, 0.5000, 0.0000]]])
+    """
+    d_k = query.shape[-1]
+    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
+    if mask is not None:
+        # The most negative finite value of the dtype, not -1e9: fp16 cannot hold -1e9.
+        scores = scores.masked_fill(mask == 0, torch.finfo(scores.dtype).min)
+    weights = scores.softmax(dim=-1)
+    if dropout is not None:
+        weights = dropout(weights)
+    return weights @ value, weights
+
+
+def subsequent_mask(size: int) -> Tensor:
+    """Causal mask: position ``i`` may attend to positions ``0 .. i`` only.
+
+    Args:
+        size: Sequence length, L.
+
+    Returns:
+        Bool tensor of shape ``(1, size, size)``, True on and below the diagonal.
+
+    Example:
+        >>> subsequent_mask(3)
+        tensor([[[ True, False, False],
+                 [ True,  True, False],
+                 [ True,  True,  True]]])
+    """
+    size = _check_positive_int("size", size)
+    return torch.ones(1, size, size, dtype=torch.bool).tril()
+
+
+def clones(module: nn.Module, n: int) -> nn.ModuleList:
+    """``n`` independent deep copies of ``module``, in an :class:`torch.nn.ModuleList`.
+
+    Args:
+        module: Module to copy; the copies share no parameters.
+        n: Number of copies.
+
+    Returns:
+        A ModuleList of length ``n``.
+
+    Example:
+        >>> layers = clones(torch.nn.Linear(2, 2), 3)
+        >>> len(layers), layers[0].weight is layers[1].weight
+        (3, False)
+    """
+    n = _check_positive_int("n", n)
+    return nn.ModuleList(copy.deepcopy(module) for _ in range(n))
+
+
+class MultiHeadedAttention(nn.Module):
+    """Multi-head attention: h attentions over d_model/h-wide projections, concatenated.
+
+    Args:
+        h: Number of heads; must divide ``d_model``.
+        d_model: Width of the inputs and output, D.
+        dropout: Dropout on the attention weights, in ``[0, 1)``.
+
+    Attributes:
+        linears: Four :class:`torch.nn.Linear` ``(D, D)``: query, key, value, output.
+        attn: Attention weights of the last forward, ``(B, h, L_q, L_k)``.
+
+    Shapes:
+        - query: ``(B, L_q, D)``; key, value: ``(B, L_k, D)``
+        - mask: broadcastable to ``(B, L_q, L_k)``
+        - output: ``(B, L_q, D)``
+
+    Example:
+        >>> mha = MultiHeadedAttention(h=8, d_model=512)
+        >>> x = torch.randn(2, 10, 512)
+        >>> mha(x, x, x, mask=subsequent_mask(10)).shape, mha.attn.shape
+        (torch.Size([2, 10, 512]), torch.Size([2, 8, 10, 10]))
+        >>> MultiHeadedAttention(h=3, d_model=512)
+        Traceback (most recent call last):
+        ...
+        ValueError: h=3 must divide d_model=512
+    """
+
+    attn: Tensor | None
+
+    def __init__(self, h: int, d_model: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.h = _check_positive_int("h", h)
+        self.d_model = _check_d_model(d_model)
+        if d_model % h:
+            raise ValueError(f"h={h} must divide d_model={d_model}")
+        self.d_k = d_model // h
+        self.linears = clones(nn.Linear(d_model, d_model), 4)
+        self.dropout = nn.Dropout(p=_check_dropout(dropout))
+        self.attn = None
+
+    def extra_repr(self) -> str:
+        """The configuration, shown in the module's repr."""
+        return f"h={self.h}, d_model={self.d_model}"
+
+    def forward(
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+    ) -> Tensor:
+        """Attend from ``query`` to ``key``/``value`` with all heads at once.
+
+        Args:
+            query: ``(B, L_q, D)``.
+            key: ``(B, L_k, D)``.
+            value: ``(B, L_k, D)``.
+            mask: Optional mask broadcastable to ``(B, L_q, L_k)``, shared by all heads.
+
+        Returns:
+            Tensor of shape ``(B, L_q, D)``.
+        """
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            _check_features(t, self.d_model, name)
+        if mask is not None:
+            mask = mask.unsqueeze(-3)  # one mask for every head
+        batch = query.shape[:-2]
+
+        def split_heads(lin: nn.Module, x: Tensor) -> Tensor:
+            heads: Tensor = lin(x)
+            return heads.view(*heads.shape[:-1], self.h, self.d_k).transpose(-3, -2)
+
+        q, k, v = (
+            split_heads(lin, x)
+            for lin, x in zip(self.linears[:3], (query, key, value), strict=True)
+        )
+        x, self.attn = attention(q, k, v, mask=mask, dropout=self.dropout)
+        x = x.transpose(-3, -2).reshape(*batch, -1, self.d_model)
+        out: Tensor = self.linears[3](x)
+        return out
+
+
+class PositionwiseFeedForward(nn.Module):
+    """The feed-forward block applied to every position: ``W₂ dropout(relu(W₁ x))``.
+
+    Args:
+        d_model: Width of the inputs and output, D.
+        d_ff: Width of the hidden layer (2048 in the paper).
+        dropout: Dropout on the hidden layer, in ``[0, 1)``.
+
+    Shapes:
+        - x: ``(*, D)``
+        - output: ``(*, D)``
+
+    Example:
+        >>> ff = PositionwiseFeedForward(d_model=512, d_ff=2048)
+        >>> ff(torch.randn(2, 10, 512)).shape
+        torch.Size([2, 10, 512])
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1) -> None:
+        super().__init__()
+        self.w_1 = nn.Linear(_check_d_model(d_model), _check_positive_int("d_ff", d_ff))
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(_check_dropout(dropout))
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Return ``w_2(dropout(relu(w_1(x))))``.
+
+        Args:
+            x: ``(*, D)``.
+
+        Returns:
+            Tensor of the shape of ``x``.
+        """
+        out: Tensor = self.w_2(self.dropout(self.w_1(x).relu()))
+        return out

@@ -1,0 +1,138 @@
+"""From token ids to vectors: :class:`Embeddings`.
+
+A lookup table turns each token id into a learned ``d_model``-wide vector,
+which is then multiplied by ``√d_model`` (Vaswani et al., 2017, §3.4). PyTorch
+initialises the table from N(0, 1); after the scale the entries have a standard
+deviation near ``√512 ≈ 22.6`` and the ±1 sinusoid added next does not drown them.
+
+Seeded with ``torch.manual_seed(0)``, three tokens:
+
+>>> import math
+>>> import torch
+>>> from posenc import Embeddings
+>>> _ = torch.manual_seed(0)
+>>> emb = Embeddings(d_model=512, vocab=1000)
+>>> tokens = torch.tensor([[17, 42, 7]])
+>>> e = emb(tokens)
+>>> tuple(e.shape)
+(1, 3, 512)
+>>> f"{emb.lut(tokens).std():.3f}"  # the table's raw entries
+'0.980'
+>>> f"× {math.sqrt(512):.1f} → {e.std():.3f}"
+'× 22.6 → 22.181'
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from .positional import _check_positive_int
+from .sinusoid import _check_d_model
+
+__all__ = ["Embeddings"]
+
+
+def _check_padding_idx(padding_idx: object, vocab: int) -> int | None:
+    if padding_idx is None:
+        return None
+    if isinstance(padding_idx, bool) or not isinstance(padding_idx, int):
+        raise TypeError(
+            f"padding_idx must be an int or None, got {type(padding_idx).__name__} {padding_idx!r}"
+        )
+    if not 0 <= padding_idx < vocab:
+        raise ValueError(f"padding_idx must be in [0, vocab={vocab}), got {padding_idx}")
+    return padding_idx
+
+
+def _check_token_ids(ids: Tensor, vocab: int) -> None:
+    """Dtype check always; range check where it costs no device-to-host sync."""
+    if not isinstance(ids, Tensor):
+        raise TypeError(f"token ids must be a Tensor, got {type(ids).__name__}")
+    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
+        raise TypeError(
+            f"token ids must be an integer tensor (torch.long or torch.int), got dtype {ids.dtype}"
+        )
+    # Reading values would stall an accelerator and break a compiled graph: there
+    # the embedding kernel's own bounds check stands.
+    if ids.device.type != "cpu" or ids.numel() == 0 or torch.compiler.is_compiling():
+        return
+    lo, hi = torch.aminmax(ids)
+    if lo < 0 or hi >= vocab:
+        bad = int(lo) if lo < 0 else int(hi)
+        raise IndexError(
+            f"token id {bad} is out of range for vocab={vocab}: ids must be in [0, {vocab})"
+        )
+
+
+class Embeddings(nn.Module):
+    """Looks up each token id and scales the vector by ``√d_model``.
+
+    The arguments, the attribute ``lut`` and the outputs are those of the
+    Annotated Transformer's ``Embeddings``, so code and checkpoints written for
+    it work unchanged; bad ids raise errors that say what is wrong.
+
+    Args:
+        d_model: Width of the vectors, D.
+        vocab: Number of token ids; valid ids are ``0 .. vocab-1``.
+        padding_idx: Optional id whose vector is zero and receives no gradient
+            (see :class:`torch.nn.Embedding`).
+
+    Attributes:
+        lut: The lookup table, a :class:`torch.nn.Embedding` ``(vocab, d_model)``.
+        scale: ``math.sqrt(d_model)``.
+
+    Shapes:
+        - ids: ``(*)``, integer, typically ``(B, L)``
+        - output: ``(*, D)``, the dtype of ``lut.weight``
+
+        B is the batch size, L the sequence length, D = ``d_model``.
+
+    Example:
+        >>> import torch
+        >>> emb = Embeddings(512, 10_000)
+        >>> emb(torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])).shape
+        torch.Size([2, 4, 512])
+        >>> emb
+        Embeddings(
+          d_model=512, vocab=10000, scale=22.627
+          (lut): Embedding(10000, 512)
+        )
+        >>> emb(torch.tensor([10_000]))
+        Traceback (most recent call last):
+        ...
+        IndexError: token id 10000 is out of range for vocab=10000: ids must be in [0, 10000)
+    """
+
+    def __init__(self, d_model: int, vocab: int, *, padding_idx: int | None = None) -> None:
+        super().__init__()
+        self.d_model = _check_d_model(d_model)
+        self.vocab = _check_positive_int("vocab", vocab)
+        self.scale = math.sqrt(self.d_model)
+        self.lut = nn.Embedding(
+            self.vocab, self.d_model, padding_idx=_check_padding_idx(padding_idx, self.vocab)
+        )
+
+    def extra_repr(self) -> str:
+        """The configuration, shown in the module's repr."""
+        return f"d_model={self.d_model}, vocab={self.vocab}, scale={self.scale:.5g}"
+
+    def forward(self, ids: Tensor) -> Tensor:
+        """Return ``lut(ids) * √d_model``.
+
+        Args:
+            ids: Token ids, an integer tensor of any shape.
+
+        Returns:
+            Tensor of shape ``(*ids.shape, d_model)``.
+
+        Raises:
+            TypeError: ``ids`` is a float or bool tensor.
+            IndexError: an id is negative or ``>= vocab`` (checked for CPU
+                tensors in eager mode; elsewhere the embedding kernel checks).
+        """
+        _check_token_ids(ids, self.vocab)
+        out: Tensor = self.lut(ids) * self.scale
+        return out
