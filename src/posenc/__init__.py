@@ -7,21 +7,24 @@ from .attention import (
     clones,
     subsequent_mask,
 )
-from .embedding import Embeddings
-from .positional import PositionalEncoding
-from .sinusoid import inverse_frequencies, sinusoidal_table
+from .embedding import Embeddings, TokenAndPositionEmbedding
+from .positional import PositionalEncoding, positions_from_mask
+from .sinusoid import LAYOUTS, inverse_frequencies, sinusoidal_table
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "LAYOUTS",
     "Embeddings",
     "MultiHeadedAttention",
     "PositionalEncoding",
     "PositionwiseFeedForward",
+    "TokenAndPositionEmbedding",
     "__version__",
     "attention",
     "clones",
     "inverse_frequencies",
+    "positions_from_mask",
     "sinusoidal_table",
     "subsequent_mask",
 ]

@@ -1,4 +1,4 @@
-"""From token ids to vectors: :class:`Embeddings`.
+"""From token ids to vectors: :class:`Embeddings` and :class:`TokenAndPositionEmbedding`.
 
 A lookup table turns each token id into a learned ``d_model``-wide vector,
 which is then multiplied by ``√d_model`` (Vaswani et al., 2017, §3.4). PyTorch
@@ -25,14 +25,15 @@ Seeded with ``torch.manual_seed(0)``, three tokens:
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from .positional import _check_positive_int
-from .sinusoid import _check_d_model
+from .positional import PositionalEncoding, _check_positive_int
+from .sinusoid import Layout, _check_d_model
 
-__all__ = ["Embeddings"]
+__all__ = ["Embeddings", "TokenAndPositionEmbedding"]
 
 
 def _check_padding_idx(padding_idx: object, vocab: int) -> int | None:
@@ -136,3 +137,127 @@ class Embeddings(nn.Module):
         _check_token_ids(ids, self.vocab)
         out: Tensor = self.lut(ids) * self.scale
         return out
+
+
+class TokenAndPositionEmbedding(nn.Module):
+    """Token ids to position-aware vectors in one module: Embeddings, then PositionalEncoding.
+
+    ``TokenAndPositionEmbedding(d_model, vocab, dropout, max_len)`` computes
+    ``PositionalEncoding(Embeddings(ids))`` with the same values, options and
+    errors as the two modules, in fewer passes over memory.
+
+    Checkpoints: its state dict holds ``embeddings.lut.weight`` only. One saved
+    from the Annotated Transformer's ``nn.Sequential(Embeddings(d_model, vocab),
+    PositionalEncoding(d_model, dropout))`` loads as it is: ``0.lut.weight`` is
+    read as ``embeddings.lut.weight``, and ``1.pe`` (the table, of any
+    ``max_len``) is checked against this module's sinusoid and dropped.
+
+    Args:
+        d_model: Width of the vectors, D.
+        vocab: Number of token ids; valid ids are ``0 .. vocab-1``.
+        dropout: Dropout probability applied to the sum, in ``[0, 1)``.
+        max_len: Number of positions precomputed; longer inputs still work.
+        padding_idx: Optional id whose vector is zero and receives no gradient.
+        base: Base of the geometric progression of wavelengths.
+        layout: Column order, ``"interleaved"`` or ``"concatenated"``.
+        endpoint: Frequency spacing; see :func:`~posenc.inverse_frequencies`.
+
+    Attributes:
+        embeddings: The :class:`Embeddings` (its ``lut`` holds the weights).
+        positional: The :class:`~posenc.PositionalEncoding` (table and dropout).
+
+    Shapes:
+        - ids: ``(B, L)`` or, unbatched, ``(L,)``; integer
+        - offset: int, or ``(B,)`` integer tensor
+        - positions: ``(L,)`` or ``(B, L)`` integer tensor
+        - output: ``(B, L, D)`` or ``(L, D)``, the dtype of the embedding weights
+
+    Example:
+        >>> import torch
+        >>> from posenc import PositionalEncoding
+        >>> layer = TokenAndPositionEmbedding(d_model=16, vocab=100)
+        >>> ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
+        >>> unfused = PositionalEncoding(16)(layer.embeddings(ids))
+        >>> torch.equal(layer(ids), unfused)
+        True
+        >>> layer(ids[:, 2:], offset=2).shape  # the third token of each, decoded alone
+        torch.Size([2, 1, 16])
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        vocab: int,
+        dropout: float = 0.0,
+        max_len: int = 5000,
+        *,
+        padding_idx: int | None = None,
+        base: float = 10_000.0,
+        layout: Layout = "interleaved",
+        endpoint: bool = False,
+    ) -> None:
+        super().__init__()
+        self.embeddings = Embeddings(d_model, vocab, padding_idx=padding_idx)
+        self.positional = PositionalEncoding(
+            d_model, dropout, max_len, base=base, layout=layout, endpoint=endpoint
+        )
+
+    def forward(
+        self, ids: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
+    ) -> Tensor:
+        """Return ``dropout(lut(ids) * √d_model + PE[positions])``.
+
+        Args:
+            ids: Token ids, ``(B, L)`` or ``(L,)``.
+            offset: Position of the first token: an int, or a ``(B,)`` tensor.
+            positions: Position of every token, ``(L,)`` or ``(B, L)``.
+
+        Returns:
+            Tensor of shape ``(*ids.shape, d_model)``.
+
+        Raises:
+            TypeError: ``ids`` is a float or bool tensor, or ``offset`` or
+                ``positions`` is not integer.
+            IndexError: an id is negative or ``>= vocab``.
+            ValueError: ``ids`` is not 1-D or 2-D, both ``offset`` and
+                ``positions`` are given, or their shapes do not match ``ids``.
+        """
+        emb = self.embeddings
+        _check_token_ids(ids, emb.vocab)
+        if ids.dim() not in (1, 2):
+            raise ValueError(
+                f"token ids must have shape (B, L) or (L,), got {ids.dim()}-D "
+                f"shape {tuple(ids.shape)}"
+            )
+        vectors: Tensor = emb.lut(ids)
+        table = self.positional.encoding(
+            ids.shape[-1],
+            offset=offset,
+            positions=positions,
+            batch=tuple(ids.shape[:-1]),
+            dtype=vectors.dtype,
+            device=vectors.device,
+        )
+        out = vectors * emb.scale + table
+        pos = self.positional
+        if pos.training and pos.dropout.p > 0.0:
+            out = pos.dropout(out)
+        return out
+
+    def _load_from_state_dict(
+        self,
+        state_dict: dict[str, Any],
+        prefix: str,
+        local_metadata: dict[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
+        # nn.Sequential(Embeddings, PositionalEncoding) names its children "0" and "1".
+        for old, new in (("0.", "embeddings."), ("1.", "positional.")):
+            for key in [k for k in state_dict if k.startswith(prefix + old)]:
+                state_dict[prefix + new + key[len(prefix + old) :]] = state_dict.pop(key)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )

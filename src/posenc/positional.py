@@ -1,4 +1,4 @@
-"""Adding position to token vectors: :class:`PositionalEncoding`.
+"""Adding position to token vectors: :class:`PositionalEncoding` and position helpers.
 
 Attention compares tokens with each other but has no notion of where they
 stand; :class:`PositionalEncoding` adds to each token vector the sinusoid of its
@@ -26,9 +26,16 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .sinusoid import _check_base, _check_d_model, sinusoidal_table
+from .sinusoid import (
+    Layout,
+    _check_base,
+    _check_d_model,
+    _check_layout,
+    _is_integer,
+    sinusoidal_table,
+)
 
-__all__ = ["PositionalEncoding"]
+__all__ = ["PositionalEncoding", "positions_from_mask"]
 
 
 def _check_dropout(dropout: object) -> float:
@@ -62,6 +69,87 @@ def _check_features(x: Tensor, d_model: int, what: str = "input") -> None:
         )
 
 
+def _check_positions_arg(
+    length: int, batch: tuple[int, ...], offset: int | Tensor, positions: Tensor | None
+) -> int | Tensor:
+    """Resolve ``offset``/``positions`` into a start row (int) or a position tensor.
+
+    Returns an int ``start`` for the contiguous rows ``start .. start+L-1``, or an
+    integer tensor of shape ``(L,)`` or ``(B, L)``.
+    """
+    if positions is not None:
+        if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
+            raise ValueError("give either offset or positions, not both")
+        if not isinstance(positions, Tensor) or positions.dtype == torch.bool:
+            raise TypeError(f"positions must be an integer tensor, got {positions!r:.60}")
+        if not _is_integer(positions):
+            raise TypeError(f"positions must be an integer tensor, got dtype {positions.dtype}")
+        if positions.dim() not in (1, 2) or positions.shape[-1] != length:
+            raise ValueError(
+                f"positions must have shape (L,) or (B, L) with L={length}, "
+                f"got shape {tuple(positions.shape)}"
+            )
+        if positions.dim() == 2 and tuple(positions.shape[:1]) != batch:
+            raise ValueError(
+                f"positions of shape {tuple(positions.shape)} need an input of shape "
+                f"(B, L, D) with B={positions.shape[0]}, got a batch shape of {batch}"
+            )
+        return positions
+    if isinstance(offset, Tensor):
+        if offset.dtype == torch.bool or not _is_integer(offset):
+            raise TypeError(
+                f"offset must be an int or an integer tensor, got dtype {offset.dtype}"
+            )
+        if offset.dim() == 0:
+            return offset + torch.arange(length, device=offset.device)
+        if offset.dim() != 1 or tuple(offset.shape) != batch:
+            raise ValueError(
+                f"offset must be an int or a tensor of shape (B,) for an input of batch "
+                f"shape {batch}, got shape {tuple(offset.shape)}"
+            )
+        return offset.unsqueeze(-1) + torch.arange(length, device=offset.device)
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(f"offset must be an int or an integer tensor, got {offset!r:.60}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    return offset
+
+
+def positions_from_mask(mask: Tensor) -> Tensor:
+    """Positions that count real tokens only, for padded batches.
+
+    Token ``t`` of a row gets the number of real tokens before it, so a
+    left-padded or right-padded sequence gets the positions ``0, 1, 2, ...`` it
+    would have unpadded. Pad slots get position 0 (any value would do: they
+    are masked out of attention).
+
+    Args:
+        mask: Bool tensor, True for real tokens and False for padding.
+
+    Returns:
+        ``torch.long`` tensor of the shape of ``mask``.
+
+    Raises:
+        TypeError: ``mask`` is not a bool tensor.
+
+    Shapes:
+        - mask: ``(B, L)`` (or any shape; positions count along the last dimension)
+        - output: same shape as ``mask``
+
+    Example:
+        >>> mask = torch.tensor([[False, False, True, True, True],   # left padding
+        ...                      [True, True, True, False, False]])  # right padding
+        >>> positions_from_mask(mask)
+        tensor([[0, 0, 0, 1, 2],
+                [0, 1, 2, 0, 0]])
+    """
+    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
+        got = f"dtype {mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
+        raise TypeError(f"mask must be a bool tensor (True = real token), got {got}")
+    counts = mask.cumsum(dim=-1)
+    return (counts - 1).masked_fill(~mask, 0)
+
+
 class PositionalEncoding(nn.Module):
     """Adds the sinusoidal encoding of each position, then applies dropout.
 
@@ -72,6 +160,10 @@ class PositionalEncoding(nn.Module):
     sequences longer than ``max_len`` get their rows computed on the fly, and
     the table is never written into checkpoints.
 
+    By default token ``t`` of each sequence sits at position ``t``. ``offset``
+    shifts that (decoding one token at a time with a cache), and ``positions``
+    gives every token its own (padding, packed sequences).
+
     Args:
         d_model: Width of the token vectors, D.
         dropout: Dropout probability applied to the sum, in ``[0, 1)``. The
@@ -79,6 +171,9 @@ class PositionalEncoding(nn.Module):
         max_len: Number of positions precomputed in :attr:`pe`. Longer inputs
             still work: their rows are computed on the fly, with the same values.
         base: Base of the geometric progression of wavelengths.
+        layout: Column order, ``"interleaved"`` (the paper's) or
+            ``"concatenated"``; see :func:`~posenc.sinusoidal_table`.
+        endpoint: Frequency spacing; see :func:`~posenc.inverse_frequencies`.
 
     Attributes:
         pe: The precomputed table, shape ``(1, max_len, d_model)``, float32. A
@@ -87,6 +182,8 @@ class PositionalEncoding(nn.Module):
 
     Shapes:
         - x: ``(B, L, D)`` or, unbatched, ``(L, D)``; any floating dtype
+        - offset: int, or ``(B,)`` integer tensor
+        - positions: ``(L,)`` or ``(B, L)`` integer tensor
         - output: same shape and dtype as ``x``
 
         B is the batch size, L the sequence length, D = ``d_model``.
@@ -119,6 +216,13 @@ class PositionalEncoding(nn.Module):
         torch.bfloat16
         >>> torch.equal(short(torch.zeros(6, 8))[4:], PositionalEncoding(8)(torch.zeros(6, 8))[4:])
         True
+
+        Decoding one token at a time gives the rows of the whole sequence:
+
+        >>> x = torch.randn(2, 5, 8)
+        >>> steps = [short(x[:, t : t + 1], offset=t) for t in range(5)]
+        >>> torch.equal(torch.cat(steps, dim=1), short(x))
+        True
     """
 
     pe: Tensor
@@ -130,55 +234,136 @@ class PositionalEncoding(nn.Module):
         max_len: int = 5000,
         *,
         base: float = 10_000.0,
+        layout: Layout = "interleaved",
+        endpoint: bool = False,
     ) -> None:
         super().__init__()
         self.d_model = _check_d_model(d_model)
         self.max_len = _check_positive_int("max_len", max_len)
         self.base = _check_base(base)
+        self.layout = _check_layout(layout)
+        self.endpoint = bool(endpoint)
         self.dropout = nn.Dropout(p=_check_dropout(dropout))
-        table = sinusoidal_table(self.max_len, self.d_model, base=self.base)
-        self.register_buffer("pe", table.unsqueeze(0), persistent=False)
+        self.register_buffer("pe", self._sinusoid(self.max_len).unsqueeze(0), persistent=False)
+
+    def _sinusoid(
+        self,
+        positions: int | Tensor,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | None = None,
+    ) -> Tensor:
+        return sinusoidal_table(
+            positions,
+            self.d_model,
+            base=self.base,
+            layout=self.layout,
+            endpoint=self.endpoint,
+            dtype=dtype,
+            device=device,
+        )
 
     def extra_repr(self) -> str:
         """The configuration, shown in the module's repr."""
-        base = "" if self.base == 10_000.0 else f", base={self.base:g}"
-        return f"d_model={self.d_model}, max_len={self.max_len}{base}"
+        parts = [f"d_model={self.d_model}", f"max_len={self.max_len}"]
+        if self.base != 10_000.0:
+            parts.append(f"base={self.base:g}")
+        if self.layout != "interleaved":
+            parts.append(f"layout={self.layout!r}")
+        if self.endpoint:
+            parts.append("endpoint=True")
+        return ", ".join(parts)
 
-    def table(self, length: int, *, dtype: torch.dtype, device: torch.device) -> Tensor:
-        """Rows ``0 .. length-1`` of the encoding, shape ``(length, d_model)``.
+    def encoding(
+        self,
+        length: int,
+        *,
+        offset: int | Tensor = 0,
+        positions: Tensor | None = None,
+        batch: tuple[int, ...] = (),
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | None = None,
+    ) -> Tensor:
+        """The rows that :meth:`forward` adds to an input of ``length`` tokens.
 
-        Served from :attr:`pe` when it covers ``length`` rows and is at least as
-        precise as ``dtype``; otherwise computed in float64 and rounded once to
+        Rows come from :attr:`pe` when it covers them and is at least as precise
+        as ``dtype``; otherwise they are computed in float64 and rounded once to
         ``dtype``. Either way the values are the same sinusoid.
 
         Args:
-            length: Number of positions, L.
+            length: Number of tokens, L.
+            offset: Position of the first token: an int, or one per sequence.
+            positions: The position of every token; excludes ``offset``.
+            batch: Batch shape of the input, ``(B,)`` or ``()``, to check
+                per-sequence ``offset`` and ``positions`` against.
             dtype: Floating dtype of the result.
-            device: Device of the result.
+            device: Device of the result (default: that of :attr:`pe`).
 
         Returns:
-            Tensor of shape ``(length, d_model)``.
-        """
-        buffer = self.pe
-        if length <= buffer.shape[1] and (torch.finfo(dtype).eps >= torch.finfo(buffer.dtype).eps):
-            return buffer[0, :length].to(device=device, dtype=dtype)
-        return sinusoidal_table(length, self.d_model, base=self.base, dtype=dtype, device=device)
+            ``(L, D)`` when every sequence shares its positions, else ``(B, L, D)``.
 
-    def forward(self, x: Tensor) -> Tensor:
-        """Return ``dropout(x + PE[:L])``.
+        Raises:
+            TypeError: ``offset`` or ``positions`` is not integer.
+            ValueError: both are given, a negative int ``offset``, or a shape
+                that does not match ``length`` and ``batch``.
+        """
+        device = self.pe.device if device is None else torch.device(device)
+        where = _check_positions_arg(length, batch, offset, positions)
+        buffer = self.pe
+        buffer_ok = torch.finfo(dtype).eps >= torch.finfo(buffer.dtype).eps
+        if isinstance(where, int):
+            if buffer_ok and where + length <= buffer.shape[1]:
+                return buffer[0, where : where + length].to(device=device, dtype=dtype)
+            rows = torch.arange(where, where + length, device=device)
+            return self._sinusoid(rows, dtype, device)
+        # Positions chosen per token. Reading their range costs a device sync and
+        # breaks a compiled graph, so only eager CPU code gathers from the buffer.
+        where = where.to(device)
+        if (
+            buffer_ok
+            and where.device.type == "cpu"
+            and buffer.device.type == "cpu"
+            and where.numel() > 0
+            and not torch.compiler.is_compiling()
+        ):
+            lo, hi = torch.aminmax(where)
+            if lo >= 0 and hi < buffer.shape[1]:
+                return buffer[0][where].to(dtype=dtype)
+        return self._sinusoid(where, dtype, device)
+
+    def forward(
+        self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
+    ) -> Tensor:
+        """Return ``dropout(x + PE[positions])``.
 
         Args:
             x: Token vectors, ``(B, L, D)`` or ``(L, D)``.
+            offset: Position of the first token, as an int for all sequences or
+                a ``(B,)`` integer tensor, one per sequence. Token ``t`` then
+                sits at ``offset + t``.
+            positions: Integer tensor ``(L,)`` or ``(B, L)`` with the position
+                of every token, e.g. from :func:`positions_from_mask`. Any
+                integers, also past ``max_len``.
 
         Returns:
             Tensor of the shape and dtype of ``x``.
 
         Raises:
-            TypeError: ``x`` is not a floating tensor.
-            ValueError: ``x`` is not 2-D or 3-D, or its last dimension is not ``d_model``.
+            TypeError: ``x`` is not a floating tensor, or ``offset`` or
+                ``positions`` is not integer.
+            ValueError: ``x`` is not 2-D or 3-D, its last dimension is not
+                ``d_model``, both ``offset`` and ``positions`` are given, or
+                their shapes do not match ``x``.
         """
         _check_features(x, self.d_model)
-        out = x + self.table(x.shape[-2], dtype=x.dtype, device=x.device)
+        table = self.encoding(
+            x.shape[-2],
+            offset=offset,
+            positions=positions,
+            batch=tuple(x.shape[:-2]),
+            dtype=x.dtype,
+            device=x.device,
+        )
+        out = x + table
         if self.training and self.dropout.p > 0.0:
             out = self.dropout(out)
         return out
@@ -197,7 +382,7 @@ class PositionalEncoding(nn.Module):
         # derived data: accept it when it is this module's sinusoid, else say so.
         stored = state_dict.pop(prefix + "pe", None)
         if stored is not None:
-            problem = _check_stored_table(stored, self.d_model, self.base)
+            problem = _check_stored_table(stored, self)
             if problem:
                 error_msgs.append(f"{prefix}pe: {problem}")
         super()._load_from_state_dict(
@@ -205,8 +390,9 @@ class PositionalEncoding(nn.Module):
         )
 
 
-def _check_stored_table(stored: object, d_model: int, base: float) -> str:
-    """Why a table found in a checkpoint is not this sinusoid, or ``""`` when it is."""
+def _check_stored_table(stored: object, module: PositionalEncoding) -> str:
+    """Why a table found in a checkpoint is not the module's sinusoid, or ``""`` when it is."""
+    d_model = module.d_model
     if not isinstance(stored, Tensor) or not stored.is_floating_point():
         return f"expected a floating tensor holding the sinusoidal table, got {stored!r:.60}"
     if stored.dim() != 3 or stored.shape[0] != 1 or stored.shape[2] != d_model:
@@ -215,7 +401,7 @@ def _check_stored_table(stored: object, d_model: int, base: float) -> str:
             f"got shape {tuple(stored.shape)}"
         )
     stored = stored.detach().to("cpu", torch.float64)
-    exact = sinusoidal_table(stored.shape[1], d_model, base=base, dtype=torch.float64)
+    exact = module._sinusoid(stored.shape[1], dtype=torch.float64, device=torch.device("cpu"))
     # Tables computed in float32 (the Annotated Transformer's) drift from the exact
     # values by about 1e-7 per position; fp16 tables are off by up to 5e-4. A table
     # of another convention (layout, base, learned) differs by O(1).
@@ -226,7 +412,7 @@ def _check_stored_table(stored: object, d_model: int, base: float) -> str:
         row, col = divmod(int(bad.flatten().nonzero()[0]), d_model)
         return (
             "the stored table is not the sinusoidal encoding this module computes "
-            f"(base={base:g}): at position {row}, column {col} it holds "
+            f"({module.extra_repr()}): at position {row}, column {col} it holds "
             f"{stored[0, row, col].item():.6g} instead of {exact[row, col].item():.6g}"
         )
     return ""

@@ -33,10 +33,16 @@ tensor([[ 0.0000,  1.0000,  0.0000,  1.0000],
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
 from torch import Tensor
 
-__all__ = ["inverse_frequencies", "sinusoidal_table"]
+__all__ = ["LAYOUTS", "Layout", "inverse_frequencies", "sinusoidal_table"]
+
+Layout = Literal["interleaved", "concatenated"]
+#: The two column orders of the sinusoid in use.
+LAYOUTS: tuple[Layout, ...] = ("interleaved", "concatenated")
 
 
 def _check_d_model(d_model: object) -> int:
@@ -55,19 +61,32 @@ def _check_base(base: object) -> float:
     return float(base)
 
 
+def _check_layout(layout: object) -> Layout:
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    return layout
+
+
 def inverse_frequencies(
-    d_model: int, *, base: float = 10_000.0, device: torch.device | str | None = None
+    d_model: int,
+    *,
+    base: float = 10_000.0,
+    endpoint: bool = False,
+    device: torch.device | str | None = None,
 ) -> Tensor:
     """Angular frequency of each sin/cos column pair, in float64.
 
-    Pair ``k`` (columns ``2k`` and ``2k+1``) turns at ``base ** (-2k / d_model)``
-    radians per position, so the wavelengths ``2π / ω_k`` grow geometrically
-    from ``2π`` to almost ``2π · base``.
+    With ``K = ceil(d_model / 2)`` pairs, pair ``k`` turns at
+    ``base ** (-k / (d_model / 2))`` radians per position (the paper's spacing),
+    or at ``base ** (-k / (K - 1))`` with ``endpoint=True`` (tensor2tensor's and
+    fairseq's spacing, whose slowest frequency is exactly ``1 / base``). Either
+    way the wavelengths ``2π / ω_k`` grow geometrically from ``2π``.
 
     Args:
         d_model: Width of the table; ``ceil(d_model / 2)`` pairs (an odd
             ``d_model`` drops the last cosine column).
         base: Base of the geometric progression of wavelengths.
+        endpoint: Whether the slowest frequency is exactly ``1 / base``.
         device: Device of the result.
 
     Returns:
@@ -80,11 +99,15 @@ def inverse_frequencies(
         (torch.Size([256]), torch.float64, 1.0)
         >>> round(2 * math.pi / w[-1].item())  # the longest wavelength, in positions
         60611
+        >>> round(2 * math.pi / inverse_frequencies(512, endpoint=True)[-1].item())
+        62832
     """
     d_model = _check_d_model(d_model)
     base = _check_base(base)
-    k = torch.arange((d_model + 1) // 2, dtype=torch.float64, device=device)
-    return torch.pow(base, -2.0 * k / d_model)
+    pairs = (d_model + 1) // 2
+    k = torch.arange(pairs, dtype=torch.float64, device=device)
+    span = max(pairs - 1, 1) if endpoint else d_model / 2
+    return torch.pow(base, -k / span)
 
 
 def _is_integer(t: Tensor) -> bool:
@@ -114,15 +137,22 @@ def sinusoidal_table(
     d_model: int,
     *,
     base: float = 10_000.0,
+    layout: Layout = "interleaved",
+    endpoint: bool = False,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str | None = None,
 ) -> Tensor:
     """The sinusoidal positional encoding of the given positions.
 
-    Column ``j`` holds ``sin`` (even ``j``) or ``cos`` (odd ``j``) of
-    ``pos * base ** (-2 * (j // 2) / d_model)``: the paper's interleaved layout,
-    defined for every ``d_model >= 1``. The angles and their sines are computed
-    in float64 and rounded once to ``dtype``.
+    With the defaults, column ``j`` holds ``sin`` (even ``j``) or ``cos`` (odd
+    ``j``) of ``pos * base ** (-2 * (j // 2) / d_model)``: the paper's
+    interleaved layout, defined for every ``d_model >= 1``. The angles and their
+    sines are computed in float64 and rounded once to ``dtype``.
+
+    ``layout`` and ``endpoint`` select the conventions of other libraries
+    (the user guide's Conventions page lists them): ``"concatenated"`` puts the ``ceil(D/2)``
+    sine columns first and the ``floor(D/2)`` cosine columns after them;
+    ``endpoint=True`` spaces the frequencies as in :func:`inverse_frequencies`.
 
     Args:
         positions: Either an int ``n``, for the rows of positions ``0 .. n-1``,
@@ -130,6 +160,9 @@ def sinusoidal_table(
             integers, also negative ones or ones past any ``max_len``).
         d_model: Number of columns.
         base: Base of the geometric progression of wavelengths.
+        layout: ``"interleaved"`` (sin, cos, sin, cos, ...) or
+            ``"concatenated"`` (all sines, then all cosines).
+        endpoint: Frequency spacing; see :func:`inverse_frequencies`.
         dtype: Floating dtype of the result.
         device: Device of the result; by default that of ``positions`` (the
             CPU for an int). Devices without float64 (MPS) compute on the CPU
@@ -142,8 +175,8 @@ def sinusoidal_table(
     Raises:
         TypeError: ``positions`` is not an int or an integer tensor, ``d_model``
             is not an int, or ``dtype`` is not a floating dtype.
-        ValueError: ``positions`` is a negative int, ``d_model < 1`` or
-            ``base <= 1``.
+        ValueError: ``positions`` is a negative int, ``d_model < 1``,
+            ``base <= 1`` or ``layout`` is unknown.
 
     Shapes:
         - positions: ``(*)``, integer
@@ -162,15 +195,27 @@ def sinusoidal_table(
         torch.Size([2, 2, 8])
         >>> sinusoidal_table(7, 5).shape  # odd d_model: the last cos column is dropped
         torch.Size([7, 5])
+
+        The same values in the other column order:
+
+        >>> inter = sinusoidal_table(10, 6)
+        >>> concat = sinusoidal_table(10, 6, layout="concatenated")
+        >>> torch.equal(concat, torch.cat([inter[:, 0::2], inter[:, 1::2]], dim=1))
+        True
     """
     d_model = _check_d_model(d_model)
+    layout = _check_layout(layout)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating dtype, got {dtype!r}")
     pos = _positions_tensor(positions, device)
     out_device = pos.device
     # float64 is the working precision; MPS (and any device without it) works on the CPU.
     work_device = torch.device("cpu") if out_device.type == "mps" else out_device
-    freqs = inverse_frequencies(d_model, base=base, device=work_device)
+    freqs = inverse_frequencies(d_model, base=base, endpoint=endpoint, device=work_device)
     angles = pos.to(device=work_device, dtype=torch.float64).unsqueeze(-1) * freqs
-    table = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).flatten(-2)
+    sin, cos = torch.sin(angles), torch.cos(angles)
+    if layout == "interleaved":
+        table = torch.stack((sin, cos), dim=-1).flatten(-2)
+    else:
+        table = torch.cat((sin, cos), dim=-1)
     return table[..., :d_model].to(device=out_device, dtype=dtype)
