@@ -285,9 +285,10 @@ class PositionalEncoding(nn.Module):
     ) -> Tensor:
         """The rows that :meth:`forward` adds to an input of ``length`` tokens.
 
-        Rows come from :attr:`pe` when it covers them and is at least as precise
-        as ``dtype``; otherwise they are computed in float64 and rounded once to
-        ``dtype``. Either way the values are the same sinusoid.
+        Rows come from :attr:`pe` when it covers them and ``dtype`` is no more
+        precise than float32 and than :attr:`pe` (after ``module.half()``, say);
+        otherwise they are computed in float64 and rounded once to ``dtype``.
+        Either way the values are the same sinusoid.
 
         Args:
             length: Number of tokens, L.
@@ -309,7 +310,10 @@ class PositionalEncoding(nn.Module):
         device = self.pe.device if device is None else torch.device(device)
         where = _check_positions_arg(length, batch, offset, positions)
         buffer = self.pe
-        buffer_ok = torch.finfo(dtype).eps >= torch.finfo(buffer.dtype).eps
+        # The buffer holds float32-rounded values, whatever dtype .to() gave it since:
+        # it serves dtypes no more precise than float32 and than itself.
+        precision = max(torch.finfo(buffer.dtype).eps, torch.finfo(torch.float32).eps)
+        buffer_ok = torch.finfo(dtype).eps >= precision
         if isinstance(where, int):
             if buffer_ok and where + length <= buffer.shape[1]:
                 return buffer[0, where : where + length].to(device=device, dtype=dtype)

@@ -1,0 +1,191 @@
+"""Positions other than 0..L-1: offsets (KV-cache decoding), explicit positions, padding."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from posenc import (
+    PositionalEncoding,
+    TokenAndPositionEmbedding,
+    positions_from_mask,
+    sinusoidal_table,
+)
+
+D = 16
+
+
+@pytest.mark.parametrize("max_len", [64, 5])  # 5: the later steps run past max_len
+def test_incremental_decoding_with_int_offset_matches_full_sequence(max_len: int) -> None:
+    pe = PositionalEncoding(D, max_len=max_len)
+    x = torch.randn(3, 12, D)
+    steps = [pe(x[:, t : t + 1], offset=t) for t in range(12)]
+    assert torch.equal(torch.cat(steps, dim=1), PositionalEncoding(D, max_len=64)(x))
+
+
+def test_incremental_decoding_with_tensor_offset_per_sequence() -> None:
+    # Sequences of a batch at different decoding steps: each gets its own offset.
+    pe = PositionalEncoding(D, max_len=8)
+    x = torch.randn(3, 20, D)
+    full = pe(x)
+    offset = torch.tensor([0, 7, 19])
+    step = pe(x[torch.arange(3), offset].unsqueeze(1), offset=offset)
+    assert step.shape == (3, 1, D)
+    assert torch.equal(step[:, 0], full[torch.arange(3), offset])
+
+
+def test_scalar_tensor_offset_equals_int_offset() -> None:
+    pe = PositionalEncoding(D)
+    x = torch.randn(2, 4, D)
+    assert torch.equal(pe(x, offset=torch.tensor(9)), pe(x, offset=9))
+
+
+def test_chunked_prefill_with_offsets_matches_full_sequence() -> None:
+    pe = PositionalEncoding(D, max_len=10)
+    x = torch.randn(2, 25, D)
+    chunks = [pe(x[:, s : s + 6], offset=s) for s in range(0, 25, 6)]
+    assert torch.equal(torch.cat(chunks, dim=1), pe(x))
+
+
+@pytest.mark.parametrize("shape", [(7,), (2, 7)])
+def test_explicit_positions_add_those_rows(shape: tuple[int, ...]) -> None:
+    pe = PositionalEncoding(D, max_len=50)
+    positions = torch.randint(0, 200, shape)  # some past max_len
+    x = torch.randn(2, 7, D)
+    expected = x + sinusoidal_table(positions, D)
+    assert torch.equal(pe(x, positions=positions), expected)
+
+
+def test_explicit_positions_in_range_match_buffer_rows() -> None:
+    pe = PositionalEncoding(D, max_len=50)
+    positions = torch.tensor([[3, 3, 49, 0], [1, 2, 3, 4]])
+    out = pe(torch.zeros(2, 4, D), positions=positions)
+    assert torch.equal(out, pe.pe[0][positions])
+
+
+def test_positions_arange_equals_default() -> None:
+    pe = PositionalEncoding(D)
+    x = torch.randn(2, 9, D)
+    assert torch.equal(pe(x, positions=torch.arange(9)), pe(x))
+
+
+def test_positions_on_unbatched_input() -> None:
+    pe = PositionalEncoding(D)
+    x = torch.randn(5, D)
+    positions = torch.tensor([4, 3, 2, 1, 0])
+    assert torch.equal(pe(x, positions=positions), x + pe.pe[0, :5].flip(0))
+
+
+def test_positions_keep_input_dtype() -> None:
+    pe = PositionalEncoding(D)
+    x = torch.randn(2, 3, D, dtype=torch.float64)
+    positions = torch.tensor([0, 10_000, 2**20])
+    out = pe(x, positions=positions)
+    assert out.dtype == torch.float64
+    exact = sinusoidal_table(positions, D, dtype=torch.float64)
+    assert torch.equal(out - x, (x + exact) - x)
+
+
+def test_packed_sequences_restart_positions() -> None:
+    # Two documents packed into one row: positions restart at each boundary.
+    pe = PositionalEncoding(D)
+    a, b = torch.randn(4, D), torch.randn(3, D)
+    packed = torch.cat([a, b]).unsqueeze(0)
+    positions = torch.tensor([[0, 1, 2, 3, 0, 1, 2]])
+    out = pe(packed, positions=positions)[0]
+    assert torch.equal(out[:4], pe(a))
+    assert torch.equal(out[4:], pe(b))
+
+
+def test_positions_from_mask_left_and_right_padding() -> None:
+    mask = torch.tensor(
+        [
+            [False, False, True, True, True],
+            [True, True, True, False, False],
+            [True, False, True, False, True],
+            [False, False, False, False, False],
+        ]
+    )
+    expected = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 0, 0], [0, 0, 1, 0, 2], [0, 0, 0, 0, 0]])
+    got = positions_from_mask(mask)
+    assert got.dtype == torch.int64
+    assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("bad", [torch.ones(2, 3), torch.ones(2, 3, dtype=torch.long), [True]])
+def test_positions_from_mask_rejects_non_bool(bad: object) -> None:
+    with pytest.raises(TypeError, match="mask must be a bool tensor"):
+        positions_from_mask(bad)  # type: ignore[arg-type]
+
+
+def test_left_padded_batch_gets_unpadded_encodings() -> None:
+    torch.manual_seed(1)
+    layer = TokenAndPositionEmbedding(D, vocab=50, padding_idx=0)
+    seqs = [torch.tensor([5, 6, 7, 8]), torch.tensor([9, 10]), torch.tensor([11, 12, 13])]
+    width = max(len(s) for s in seqs)
+    ids = torch.zeros(len(seqs), width, dtype=torch.long)
+    for row, s in enumerate(seqs):
+        ids[row, width - len(s) :] = s  # left padding with padding_idx 0
+    mask = ids != 0
+    out = layer(ids, positions=positions_from_mask(mask))
+    for row, s in enumerate(seqs):
+        alone = layer(s.unsqueeze(0))[0]
+        assert torch.equal(out[row, width - len(s) :], alone)
+
+    # The same through the two-module path.
+    pe = PositionalEncoding(D)
+    x = layer.embeddings(ids)
+    out2 = pe(x, positions=positions_from_mask(mask))
+    for row, s in enumerate(seqs):
+        assert torch.equal(out2[row, width - len(s) :], pe(layer.embeddings(s)))
+
+
+def test_right_padded_batch_needs_no_positions() -> None:
+    layer = TokenAndPositionEmbedding(D, vocab=50, padding_idx=0)
+    ids = torch.tensor([[5, 6, 7], [8, 0, 0]])
+    by_mask = layer(ids, positions=positions_from_mask(ids != 0))
+    default = layer(ids)
+    assert torch.equal(by_mask[0], default[0])
+    assert torch.equal(by_mask[1, 0], default[1, 0])
+
+
+def test_offset_and_positions_together_is_an_error() -> None:
+    pe = PositionalEncoding(D)
+    with pytest.raises(ValueError, match="either offset or positions"):
+        pe(torch.randn(1, 3, D), offset=2, positions=torch.arange(3))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"offset": -1}, ValueError, "offset must be >= 0, got -1"),
+        ({"offset": 1.5}, TypeError, "offset must be an int"),
+        ({"offset": True}, TypeError, "offset must be an int"),
+        ({"offset": torch.tensor([1.0, 2.0])}, TypeError, "offset .* dtype torch.float32"),
+        ({"offset": torch.tensor([1, 2, 3])}, ValueError, r"offset must be .* \(B,\)"),
+        ({"positions": torch.arange(3.0)}, TypeError, "positions must be an integer tensor"),
+        ({"positions": torch.ones(3, dtype=torch.bool)}, TypeError, "positions must be an int"),
+        ({"positions": torch.arange(4)}, ValueError, r"positions must have shape .* L=3"),
+        ({"positions": torch.zeros(3, 3, dtype=torch.long)}, ValueError, "B=3"),
+        ({"positions": torch.zeros(1, 2, 3, dtype=torch.long)}, ValueError, "positions must"),
+    ],
+)
+def test_position_argument_errors(kwargs: dict[str, object], error: type, match: str) -> None:
+    pe = PositionalEncoding(D)
+    with pytest.raises(error, match=match):
+        pe(torch.randn(2, 3, D), **kwargs)  # type: ignore[arg-type]
+
+
+def test_per_sequence_positions_need_a_batched_input() -> None:
+    pe = PositionalEncoding(D)
+    with pytest.raises(ValueError, match="need an input of shape"):
+        pe(torch.randn(3, D), positions=torch.zeros(1, 3, dtype=torch.long))
+
+
+def test_forward_with_positions_never_mutates_the_buffer() -> None:
+    pe = PositionalEncoding(D, max_len=4)
+    before = pe.pe.clone()
+    pe(torch.randn(2, 3, D), positions=torch.tensor([[100, 2, 3], [0, 1, 9999]]))
+    pe(torch.randn(2, 3, D), offset=torch.tensor([50, 60]))
+    assert torch.equal(pe.pe, before)
+    assert pe.pe.shape == (1, 4, D)

@@ -1,0 +1,164 @@
+"""TokenAndPositionEmbedding: the fused layer equals Embeddings → PositionalEncoding."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from posenc import Embeddings, PositionalEncoding, TokenAndPositionEmbedding, sinusoidal_table
+
+D, VOCAB = 24, 97
+
+
+def unfused_pair(layer: TokenAndPositionEmbedding, **pe_kwargs: object) -> nn.Sequential:
+    """Embeddings and PositionalEncoding holding the layer's weights."""
+    emb = Embeddings(D, VOCAB, padding_idx=layer.embeddings.lut.padding_idx)
+    emb.load_state_dict(layer.embeddings.state_dict())
+    return nn.Sequential(emb, PositionalEncoding(D, **pe_kwargs))  # type: ignore[arg-type]
+
+
+OPTIONS = [
+    {},
+    {"layout": "concatenated"},
+    {"endpoint": True},
+    {"layout": "concatenated", "endpoint": True, "base": 500.0},
+    {"max_len": 3},
+]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+@pytest.mark.parametrize("padding_idx", [None, 0])
+def test_equals_unfused_pair(options: dict[str, object], padding_idx: int | None) -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB, padding_idx=padding_idx, **options)  # type: ignore[arg-type]
+    emb, pe = unfused_pair(layer, **options)
+    ids = torch.randint(0, VOCAB, (4, 9))
+    ids[0, :2] = 0
+    assert torch.equal(layer(ids), pe(emb(ids)))
+    assert torch.equal(layer(ids[1]), pe(emb(ids[1])))  # unbatched
+    offset = torch.tensor([0, 3, 5000, 7])
+    assert torch.equal(layer(ids, offset=offset), pe(emb(ids), offset=offset))
+    assert torch.equal(layer(ids, offset=11), pe(emb(ids), offset=11))
+    positions = torch.randint(0, 50, (4, 9))
+    assert torch.equal(layer(ids, positions=positions), pe(emb(ids), positions=positions))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_equals_unfused_pair_in_other_dtypes(dtype: torch.dtype) -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB).to(dtype)
+    emb, pe = unfused_pair(layer)
+    emb.to(dtype)
+    ids = torch.randint(0, VOCAB, (2, 6))
+    out = layer(ids, offset=4)
+    assert out.dtype == dtype
+    assert torch.equal(out, pe(emb(ids), offset=4))
+
+
+def test_values_are_scaled_lookup_plus_table() -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB)
+    ids = torch.tensor([[3, 1, 4, 1, 5]])
+    weight = layer.embeddings.lut.weight.detach()
+    expected = weight[ids] * math.sqrt(D) + sinusoidal_table(5, D)
+    torch.testing.assert_close(layer(ids), expected, rtol=0, atol=1e-5)
+
+
+def test_dropout_in_training_and_not_in_eval() -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB, dropout=0.5)
+    ids = torch.randint(0, VOCAB, (8, 16))
+    layer.eval()
+    clean = layer(ids)
+    layer.train()
+    noisy = layer(ids)
+    dropped = noisy == 0
+    assert 0.3 < dropped.float().mean() < 0.7
+    torch.testing.assert_close(noisy[~dropped], clean[~dropped] * 2)
+
+
+def test_gradients_reach_the_embedding_table_except_padding() -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB, padding_idx=0)
+    ids = torch.tensor([[0, 5, 5, 7]])
+    layer(ids).sum().backward()
+    grad = layer.embeddings.lut.weight.grad
+    assert grad is not None
+    assert torch.equal(grad[0], torch.zeros(D))
+    torch.testing.assert_close(grad[5], torch.full((D,), 2 * math.sqrt(D)))
+    torch.testing.assert_close(grad[7], torch.full((D,), math.sqrt(D)))
+
+
+@pytest.mark.parametrize(
+    ("ids", "error", "match"),
+    [
+        (torch.tensor([[1.0, 2.0]]), TypeError, "integer tensor"),
+        (torch.tensor([[True, False]]), TypeError, "integer tensor"),
+        (torch.tensor([[1, VOCAB]]), IndexError, f"token id {VOCAB} .* vocab={VOCAB}"),
+        (torch.tensor([[-3, 1]]), IndexError, f"token id -3 .* vocab={VOCAB}"),
+        (torch.zeros(1, 2, 3, dtype=torch.long), ValueError, r"shape \(B, L\) or \(L,\)"),
+    ],
+)
+def test_errors(ids: torch.Tensor, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        TokenAndPositionEmbedding(D, VOCAB)(ids)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"d_model": 0}, ValueError, "d_model"),
+        ({"vocab": 0}, ValueError, "vocab"),
+        ({"dropout": 1.0}, ValueError, "dropout"),
+        ({"max_len": 0}, ValueError, "max_len"),
+        ({"padding_idx": VOCAB}, ValueError, "padding_idx"),
+        ({"layout": "sin-first"}, ValueError, "layout"),
+    ],
+)
+def test_constructor_errors(kwargs: dict[str, object], error: type, match: str) -> None:
+    args: dict[str, object] = {"d_model": D, "vocab": VOCAB, **kwargs}
+    with pytest.raises(error, match=match):
+        TokenAndPositionEmbedding(**args)  # type: ignore[arg-type]
+
+
+def annotated_sequential(max_len: int) -> dict[str, torch.Tensor]:
+    """A state dict shaped like nn.Sequential(Embeddings, PositionalEncoding) of the
+    Annotated Transformer: lookup table at ``0.lut.weight``, float32 table at ``1.pe``."""
+    pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
+    freq = torch.exp(torch.arange(0, D, 2, dtype=torch.float32) * -(math.log(10000.0) / D))
+    table = torch.zeros(max_len, D)
+    table[:, 0::2] = torch.sin(pos * freq)
+    table[:, 1::2] = torch.cos(pos * freq)
+    return {"0.lut.weight": torch.randn(VOCAB, D), "1.pe": table.unsqueeze(0)}
+
+
+@pytest.mark.parametrize("max_len", [10, 5000])
+def test_loads_annotated_transformer_sequential_state_dict(max_len: int) -> None:
+    state = annotated_sequential(max_len)
+    layer = TokenAndPositionEmbedding(D, VOCAB)
+    result = layer.load_state_dict(state, strict=True)
+    assert not result.missing_keys
+    assert not result.unexpected_keys
+    assert torch.equal(layer.embeddings.lut.weight, state["0.lut.weight"])
+    assert list(layer.state_dict()) == ["embeddings.lut.weight"]
+
+
+def test_loads_when_nested() -> None:
+    state = {f"src_embed.{k}": v for k, v in annotated_sequential(20).items()}
+    model = nn.Module()
+    model.src_embed = TokenAndPositionEmbedding(D, VOCAB)
+    model.load_state_dict(state, strict=True)
+    assert torch.equal(model.src_embed.embeddings.lut.weight, state["src_embed.0.lut.weight"])
+
+
+def test_rejects_a_table_of_another_convention() -> None:
+    state = annotated_sequential(30)
+    state["1.pe"] = sinusoidal_table(30, D, layout="concatenated").unsqueeze(0)
+    with pytest.raises(RuntimeError, match=r"1\.pe|positional\.pe"):
+        TokenAndPositionEmbedding(D, VOCAB).load_state_dict(state)
+
+
+def test_own_state_dict_round_trips() -> None:
+    a = TokenAndPositionEmbedding(D, VOCAB, layout="concatenated")
+    b = TokenAndPositionEmbedding(D, VOCAB, layout="concatenated")
+    b.load_state_dict(a.state_dict(), strict=True)
+    ids = torch.randint(0, VOCAB, (2, 5))
+    assert torch.equal(a(ids), b(ids))
