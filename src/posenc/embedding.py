@@ -238,7 +238,11 @@ class TokenAndPositionEmbedding(nn.Module):
             dtype=vectors.dtype,
             device=vectors.device,
         )
-        out = vectors * emb.scale + table
+        # The lookup's result is a fresh tensor that nothing else holds, and the
+        # embedding backward does not read it: scaling and adding in place give the
+        # unfused pair's values, rounding for rounding, without two more (B, L, D)
+        # allocations.
+        out = vectors.mul_(emb.scale).add_(table)
         pos = self.positional
         if pos.training and pos.dropout.p > 0.0:
             out = pos.dropout(out)

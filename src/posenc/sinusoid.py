@@ -212,10 +212,29 @@ def sinusoidal_table(
     # float64 is the working precision; MPS (and any device without it) works on the CPU.
     work_device = torch.device("cpu") if out_device.type == "mps" else out_device
     freqs = inverse_frequencies(d_model, base=base, endpoint=endpoint, device=work_device)
-    angles = pos.to(device=work_device, dtype=torch.float64).unsqueeze(-1) * freqs
+    pos = pos.to(work_device)
+    rows = max(1, _CHUNK // freqs.numel())
+    if pos.numel() <= rows:
+        table = _rows(pos, freqs, layout, d_model)
+        return table.to(device=out_device, dtype=dtype)
+    # Large tables: float64 work in slices, so the temporaries stay small.
+    flat = pos.reshape(-1)
+    out = torch.empty(flat.numel(), d_model, dtype=dtype, device=work_device)
+    for start in range(0, flat.numel(), rows):
+        out[start : start + rows] = _rows(flat[start : start + rows], freqs, layout, d_model)
+    return out.reshape(*pos.shape, d_model).to(device=out_device)
+
+
+# Angles per float64 slice of a large table: 32 MB of temporaries per array.
+_CHUNK = 1 << 22
+
+
+def _rows(pos: Tensor, freqs: Tensor, layout: Layout, d_model: int) -> Tensor:
+    """The float64 rows of the given positions: the formula, written once."""
+    angles = pos.to(torch.float64).unsqueeze(-1) * freqs
     sin, cos = torch.sin(angles), torch.cos(angles)
     if layout == "interleaved":
         table = torch.stack((sin, cos), dim=-1).flatten(-2)
     else:
         table = torch.cat((sin, cos), dim=-1)
-    return table[..., :d_model].to(device=out_device, dtype=dtype)
+    return table[..., :d_model]
