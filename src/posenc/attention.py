@@ -188,8 +188,8 @@ class MultiHeadedAttention(nn.Module):
         """
         for name, t in (("query", query), ("key", key), ("value", value)):
             _check_features(t, self.d_model, name)
-        if mask is not None:
-            mask = mask.unsqueeze(-3)  # one mask for every head
+        if mask is not None and query.dim() == 3:
+            mask = mask.unsqueeze(-3)  # (B, 1, L_q, L_k): one mask for every head
         batch = query.shape[:-2]
 
         def split_heads(lin: nn.Module, x: Tensor) -> Tensor:

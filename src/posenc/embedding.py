@@ -48,24 +48,31 @@ def _check_padding_idx(padding_idx: object, vocab: int) -> int | None:
     return padding_idx
 
 
-def _check_token_ids(ids: Tensor, vocab: int) -> None:
-    """Dtype check always; range check where it costs no device-to-host sync."""
+def _check_token_ids(ids: Tensor, vocab: int) -> Tensor:
+    """The ids as int32/int64 for the lookup kernel, checked.
+
+    The dtype is checked always, the range where it costs no device-to-host sync.
+    Narrower integer dtypes (uint8, int16, ...) are widened to int64.
+    """
     if not isinstance(ids, Tensor):
         raise TypeError(f"token ids must be a Tensor, got {type(ids).__name__}")
     if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
         raise TypeError(
             f"token ids must be an integer tensor (torch.long or torch.int), got dtype {ids.dtype}"
         )
+    if ids.dtype not in (torch.int64, torch.int32):
+        ids = ids.long()
     # Reading values would stall an accelerator and break a compiled graph: there
     # the embedding kernel's own bounds check stands.
     if ids.device.type != "cpu" or ids.numel() == 0 or torch.compiler.is_compiling():
-        return
+        return ids
     lo, hi = torch.aminmax(ids)
     if lo < 0 or hi >= vocab:
         bad = int(lo) if lo < 0 else int(hi)
         raise IndexError(
             f"token id {bad} is out of range for vocab={vocab}: ids must be in [0, {vocab})"
         )
+    return ids
 
 
 class Embeddings(nn.Module):
@@ -134,7 +141,7 @@ class Embeddings(nn.Module):
             IndexError: an id is negative or ``>= vocab`` (checked for CPU
                 tensors in eager mode; elsewhere the embedding kernel checks).
         """
-        _check_token_ids(ids, self.vocab)
+        ids = _check_token_ids(ids, self.vocab)
         out: Tensor = self.lut(ids) * self.scale
         return out
 
@@ -223,7 +230,7 @@ class TokenAndPositionEmbedding(nn.Module):
                 ``positions`` are given, or their shapes do not match ``ids``.
         """
         emb = self.embeddings
-        _check_token_ids(ids, emb.vocab)
+        ids = _check_token_ids(ids, emb.vocab)
         if ids.dim() not in (1, 2):
             raise ValueError(
                 f"token ids must have shape (B, L) or (L,), got {ids.dim()}-D "

@@ -1,0 +1,124 @@
+"""Independent references for the tests (not a test module).
+
+* :func:`sinusoid_reference`: the paper's formula in float64 NumPy, written
+  column by column from ``angle = pos * base ** (-2 * floor(j / 2) / d_model)``,
+  ``sin`` for even ``j`` and ``cos`` for odd ``j``. It shares no code with posenc.
+* :func:`annotated_table`: a float32 table computed the way the Annotated
+  Transformer computes it (float32 positions times ``exp(arange(0, d, 2) *
+  -(log(10000) / d))``, sines into the even columns, cosines into the odd ones).
+* :class:`LegacyEmbeddings` and :class:`LegacyPositionalEncoding`: stand-ins
+  with the Annotated Transformer's attribute names (``lut``; a persistent buffer
+  ``pe`` of shape ``(1, max_len, d_model)``), for producing legacy state dicts.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+__all__ = [
+    "LegacyEmbeddings",
+    "LegacyPositionalEncoding",
+    "annotated_table",
+    "concatenated_reference",
+    "legacy_model",
+    "sinusoid_reference",
+    "ulp",
+]
+
+
+def _as_positions(positions: int | np.ndarray | list[int] | Tensor) -> np.ndarray:
+    if isinstance(positions, int):
+        return np.arange(positions, dtype=np.int64)
+    if isinstance(positions, Tensor):
+        return positions.detach().cpu().numpy().astype(np.int64)
+    return np.asarray(positions, dtype=np.int64)
+
+
+def sinusoid_reference(
+    positions: int | np.ndarray | list[int] | Tensor, d_model: int, base: float = 10_000.0
+) -> np.ndarray:
+    """Float64 table of shape ``(*positions.shape, d_model)`` (``(n, d_model)`` for an int n)."""
+    pos = _as_positions(positions).astype(np.float64)
+    out = np.empty((*pos.shape, d_model), dtype=np.float64)
+    for j in range(d_model):
+        i = j // 2
+        angle = pos * float(base) ** (-2.0 * i / d_model)
+        out[..., j] = np.sin(angle) if j % 2 == 0 else np.cos(angle)
+    return out
+
+
+def concatenated_reference(
+    positions: int | np.ndarray | list[int] | Tensor, d_model: int, base: float = 10_000.0
+) -> np.ndarray:
+    """The other common convention: all sine columns first, then all cosine columns."""
+    table = sinusoid_reference(positions, d_model, base)
+    return np.concatenate((table[..., 0::2], table[..., 1::2]), axis=-1)
+
+
+def annotated_table(positions: int | Tensor, d_model: int) -> Tensor:
+    """Float32 table computed in float32, the Annotated Transformer's way.
+
+    ``positions`` is a length ``n`` (rows ``0 .. n-1``) or a 1-D integer tensor.
+    ``d_model`` must be even, as in the original.
+    """
+    if isinstance(positions, int):
+        positions = torch.arange(positions)
+    position = positions.to(torch.float32).unsqueeze(1)
+    div_term = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float32) * -(math.log(10000.0) / d_model)
+    )
+    table = torch.zeros(position.shape[0], d_model, dtype=torch.float32)
+    table[:, 0::2] = torch.sin(position * div_term)
+    table[:, 1::2] = torch.cos(position * div_term)
+    return table
+
+
+class LegacyEmbeddings(nn.Module):
+    """Stand-in for the Annotated Transformer's ``Embeddings`` (attribute ``lut``)."""
+
+    def __init__(self, d_model: int, vocab: int) -> None:
+        super().__init__()
+        self.lut = nn.Embedding(vocab, d_model)
+        self.d_model = d_model
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.lut(x) * math.sqrt(self.d_model)
+
+
+class LegacyPositionalEncoding(nn.Module):
+    """Stand-in for the Annotated Transformer's ``PositionalEncoding``.
+
+    The table is a *persistent* buffer ``pe`` of shape ``(1, max_len, d_model)``,
+    so it ends up in ``state_dict()`` as the original's does.
+    """
+
+    pe: Tensor
+
+    def __init__(self, d_model: int, dropout: float, max_len: int = 5000) -> None:
+        super().__init__()
+        self.dropout = nn.Dropout(p=dropout)
+        self.register_buffer("pe", annotated_table(max_len, d_model).unsqueeze(0))
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.dropout(x + self.pe[:, : x.size(1)])
+
+
+def legacy_model(d_model: int, vocab: int, dropout: float = 0.0, max_len: int = 5000) -> nn.Module:
+    """``Sequential(LegacyEmbeddings, LegacyPositionalEncoding)``.
+
+    Its state dict has the keys ``0.lut.weight`` and ``1.pe``.
+    """
+    return nn.Sequential(
+        LegacyEmbeddings(d_model, vocab), LegacyPositionalEncoding(d_model, dropout, max_len)
+    )
+
+
+def ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
+    """Spacing of ``dtype``'s numbers at the magnitude of ``values`` (subnormals included)."""
+    info = torch.finfo(dtype)
+    mag = np.maximum(np.abs(values), info.tiny)
+    return info.eps * np.exp2(np.floor(np.log2(mag)))
