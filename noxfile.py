@@ -1,12 +1,14 @@
-"""Sessions: tests, doctests, lint. Dependencies live in pyproject.toml's dependency groups."""
+"""Sessions: tests, doctests, lint, docs, browser. Dependencies live in pyproject.toml's groups."""
 
 from __future__ import annotations
+
+import shutil
 
 import nox
 
 nox.needs_version = ">=2025.2.9"
 nox.options.default_venv_backend = "virtualenv"
-nox.options.sessions = ["tests", "doctests", "lint"]
+nox.options.sessions = ["tests", "doctests", "lint", "docs"]
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 # torch is pinned for these venvs on the pip command line (-c): an unpinned torch pulls a
@@ -14,9 +16,9 @@ PYPROJECT = nox.project.load_toml("pyproject.toml")
 CONSTRAINTS = ("-c", "constraints.txt")
 
 
-def install(session: nox.Session, *groups: str) -> None:
+def install(session: nox.Session, *groups: str, package: bool = True) -> None:
     deps = [dep for group in groups for dep in nox.project.dependency_groups(PYPROJECT, group)]
-    session.install(*CONSTRAINTS, "-e", ".", *deps)
+    session.install(*CONSTRAINTS, *(("-e", ".") if package else ()), *deps)
 
 
 @nox.session(reuse_venv=True)
@@ -40,3 +42,34 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy", *session.posargs)
+
+
+# Everything a docs build writes; removed first, so that each build starts clean and
+# runs every example (a stale page or figure cannot survive a build).
+DOCS_OUTPUTS = ("docs/_build", "docs/auto_examples", "docs/gen_modules")
+SPHINX_STRICT = ("-n", "-W", "--keep-going")
+
+
+@nox.session(reuse_venv=True)
+def docs(session: nox.Session) -> None:
+    """The HTML site in docs/_build/html, every gallery example run; then the guide's doctests."""
+    install(session, "docs")
+    for path in DOCS_OUTPUTS:
+        shutil.rmtree(path, ignore_errors=True)
+    session.run(
+        "sphinx-build", "-b", "html", *SPHINX_STRICT,
+        "-d", "docs/_build/doctrees", "docs", "docs/_build/html", *session.posargs,
+    )  # fmt: skip
+    # The narrative pages' ``.. doctest::`` blocks. The gallery ran above: not again.
+    session.run(
+        "sphinx-build", "-b", "doctest", *SPHINX_STRICT, "-D", "plot_gallery=0",
+        "-d", "docs/_build/doctrees-doctest", "docs", "docs/_build/doctest", *session.posargs,
+    )  # fmt: skip
+    session.log("open docs/_build/html/index.html")
+
+
+@nox.session(reuse_venv=True)
+def browser(session: nox.Session) -> None:
+    """Every built page in headless Chromium (the Debian package): run after `nox -s docs`."""
+    install(session, "browser", package=False)  # serves built HTML: no torch needed
+    session.run("python", "docs/browser_check.py", *session.posargs)

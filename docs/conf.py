@@ -1,0 +1,249 @@
+"""Sphinx configuration of the posenc documentation.
+
+The site builds and reads offline: intersphinx reads the inventories committed in
+``_intersphinx/`` (their links still point at the real sites), MathJax is copied
+from the ``sphinx-mathjax-offline`` wheel into ``_static/mathjax`` and nothing is
+loaded from a CDN. Every gallery example is executed on every build, from the
+same seeds, so its figures are the same bytes each time.
+"""
+
+from __future__ import annotations
+
+import doctest
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import matplotlib
+
+import posenc
+
+matplotlib.use("agg")
+
+HERE = Path(__file__).parent.resolve()
+sys.path.insert(0, str(HERE / "_ext"))  # gallery_hooks, named by string below
+
+# -- Project ------------------------------------------------------------------
+project = "posenc"
+author = "posenc developers"
+copyright = "posenc developers"  # no year: the build does not depend on the date
+release = version = posenc.__version__
+
+extensions = [
+    "sphinx.ext.autodoc",
+    "sphinx.ext.doctest",
+    "sphinx.ext.intersphinx",
+    "sphinx.ext.mathjax",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+    "sphinx_copybutton",
+    "sphinx_gallery.gen_gallery",
+]
+
+root_doc = "index"
+exclude_patterns = ["_build", "_ext", "_intersphinx", "**/*.md5", "**/*.ipynb"]
+templates_path: list[str] = []
+nitpicky = True
+# Nothing is ignored: every cross-reference, including the types in signatures,
+# must resolve, either here or in the local inventories.
+nitpick_ignore: list[tuple[str, str]] = []
+pygments_style = "friendly"
+pygments_dark_style = "monokai"
+
+# -- Autodoc and napoleon (Google-style docstrings) ---------------------------
+autodoc_typehints = "description"
+autodoc_typehints_description_target = "documented_params"
+autodoc_member_order = "bysource"
+autodoc_preserve_defaults = True
+autodoc_default_options = {"exclude-members": "extra_repr"}
+# Signatures name the alias, documented on the API page, rather than spell out the Literal.
+autodoc_type_aliases = {"Layout": "posenc.sinusoid.Layout"}
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+napoleon_use_rtype = False
+napoleon_use_ivar = False
+# The docstrings' "Shapes:" legend (B batch, L length, D d_model), rendered as a section.
+napoleon_custom_sections = ["Shapes"]
+
+# -- Intersphinx, offline ------------------------------------------------------
+# The inventories are small files committed in _intersphinx/ (see make_inventories.py
+# there); the first element of each pair is where the links point.
+intersphinx_mapping = {
+    "python": ("https://docs.python.org/3/", "_intersphinx/python.inv"),
+    "torch": ("https://docs.pytorch.org/docs/stable/", "_intersphinx/torch.inv"),
+}
+intersphinx_timeout = 5
+
+# -- Doctest -------------------------------------------------------------------
+# `sphinx-build -b doctest` checks the ``.. doctest::`` blocks of the narrative pages.
+# The docstrings' examples are run by pytest (``nox -s doctests``), with their module's
+# globals, so plain ``>>>`` blocks (those that autodoc brings in) are not tested here.
+doctest_test_doctest_blocks = ""
+doctest_default_flags = (
+    doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE | doctest.DONT_ACCEPT_TRUE_FOR_1
+)  # no IGNORE_EXCEPTION_DETAIL: error messages are part of what the pages show
+doctest_global_setup = """
+import math
+import torch
+torch.manual_seed(0)
+torch.set_printoptions(profile="default")
+"""
+
+# -- Sphinx-gallery --------------------------------------------------------------
+sphinx_gallery_conf = {
+    "examples_dirs": "../examples",
+    "gallery_dirs": "auto_examples",
+    "filename_pattern": r"/plot_",
+    "ignore_pattern": r"__init__\.py",
+    "backreferences_dir": "gen_modules/backreferences",
+    "doc_module": ("posenc",),
+    # Every build runs every example: an example is documentation of the code as it is now.
+    "run_stale_examples": True,
+    "abort_on_example_error": True,
+    "only_warn_on_example_error": False,
+    "reset_modules": ("matplotlib", "gallery_hooks.reset_state"),
+    "reset_modules_order": "before",
+    "within_subsection_order": "FileNameSortKey",
+    "remove_config_comments": True,
+    "download_all_examples": False,
+    "write_computation_times": False,
+    "show_signature": False,
+    "image_srcset": [],
+    "log_level": {"backreference_missing": "warning"},
+}
+
+# -- HTML ----------------------------------------------------------------------
+html_theme = "furo"
+html_title = f"posenc {release}"
+html_static_path: list[str] = []  # MathJax is copied into _static by copy_mathjax
+html_last_updated_fmt = None
+html_show_sourcelink = False
+html_copy_source = False
+html_theme_options = {"navigation_with_keys": True}
+
+# MathJax 3 from the site itself (copied by copy_mathjax below).
+mathjax_path = "mathjax/tex-chtml.js"
+
+# Copy buttons copy the code without prompts and without the outputs.
+copybutton_prompt_text = r">>> |\.\.\. |\$ "
+copybutton_prompt_is_regexp = True
+copybutton_only_copy_prompt_lines = True
+copybutton_exclude = ".linenos, .gp, .go"
+
+# The combined component tex-chtml.js, the fonts and the components it may load later
+# (TeX extensions on demand, the menu's accessibility tools); not the other bundles.
+MATHJAX_DIST = "sphinx-mathjax-offline"
+MATHJAX_SKIP = (
+    "mml-chtml.js",
+    "mml-svg.js",
+    "node-main.js",
+    "tex-chtml-full-speech.js",
+    "tex-chtml-full.js",
+    "tex-mml-chtml.js",
+    "tex-mml-svg.js",
+    "tex-svg-full.js",
+    "tex-svg.js",
+)
+
+
+def _mathjax_source() -> Path:
+    try:
+        dist = metadata.distribution(MATHJAX_DIST)
+    except metadata.PackageNotFoundError:
+        raise RuntimeError(
+            f"MathJax is served from the site: install {MATHJAX_DIST} "
+            "(pyproject.toml, dependency group 'docs')"
+        ) from None
+    source = Path(str(dist.locate_file("sphinx-mathjax-offline/static/mathjax")))
+    if not (source / "tex-chtml.js").is_file():
+        raise RuntimeError(f"{MATHJAX_DIST} has no tex-chtml.js under {source}")
+    return source
+
+
+def copy_mathjax(app, exception) -> None:  # type: ignore[no-untyped-def]
+    if exception is not None or app.builder.format != "html":
+        return
+    import shutil
+
+    source = _mathjax_source()
+    target = Path(app.outdir) / "_static" / "mathjax"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(
+        source, target, ignore=lambda d, names: [n for n in names if n in MATHJAX_SKIP]
+    )
+
+
+def resolve_reexported(app, env, node, contnode):  # type: ignore[no-untyped-def]
+    """Resolve a short name in a posenc submodule's docstring to the public object.
+
+    Every public object is documented under the name users import it by,
+    ``posenc.sinusoidal_table``, while its docstring lives in ``posenc.sinusoid`` and
+    says ``:func:`sinusoidal_table```. A reference that found nothing in the
+    submodule is looked up once more under ``posenc.``; what still fails is reported.
+    """
+    module = node.get("py:module") or ""
+    target = node.get("reftarget", "")
+    if node.get("refdomain") != "py" or not module.startswith("posenc"):
+        return None
+    if target.startswith(("posenc.", "~", ".")) or "." in target.split("(")[0]:
+        return None
+    domain = env.get_domain("py")
+    retry = node.deepcopy()
+    retry["reftarget"] = f"posenc.{target}"
+    return domain.resolve_xref(
+        env, node["refdoc"], app.builder, node["reftype"], retry["reftarget"], retry, contnode
+    )
+
+
+def add_minigallery(app, what, name, obj, options, lines) -> None:  # type: ignore[no-untyped-def]
+    """End the docstring of each public object with the gallery examples that use it.
+
+    sphinx-gallery has written, before any page is read, one backreferences file per
+    object that the examples use; objects that no example uses get no section.
+    """
+    short = name.removeprefix("posenc.")
+    if not name.startswith("posenc.") or short not in posenc.__all__:
+        return
+    backrefs = HERE / sphinx_gallery_conf["backreferences_dir"] / f"{name}.examples"
+    if not backrefs.is_file() or not backrefs.read_text(encoding="utf-8").strip():
+        return
+    lines.extend(["", ".. rubric:: Gallery examples", "", f".. minigallery:: {name}", ""])
+
+
+def check_public_api(app, env) -> None:  # type: ignore[no-untyped-def]
+    """Fail the build (under -W) if a name in ``posenc.__all__`` has no entry in the API page."""
+    from sphinx.util import logging
+
+    documented = set(env.get_domain("py").objects)
+    for name in posenc.__all__:
+        if name.startswith("__"):
+            continue
+        if f"posenc.{name}" not in documented:
+            logging.getLogger("posenc-docs").warning(
+                "posenc.%s is public (in posenc.__all__) but not documented: add it to api.rst",
+                name,
+                location="api",
+            )
+
+
+def check_gallery_figures(app, env) -> None:  # type: ignore[no-untyped-def]
+    """Fail the build (under -W) if an executed example drew no figure."""
+    from sphinx.util import logging
+
+    if str(app.config.plot_gallery).lower() in ("0", "false"):
+        return  # the examples were not run in this build (sphinx-build -D plot_gallery=0)
+    gallery = HERE / sphinx_gallery_conf["gallery_dirs"] / "images"
+    for script in sorted((HERE / sphinx_gallery_conf["examples_dirs"]).glob("plot_*.py")):
+        if not any(gallery.glob(f"sphx_glr_{script.stem}_[0-9][0-9][0-9].png")):
+            logging.getLogger("posenc-docs").warning(
+                "gallery example examples/%s drew no figure", script.name
+            )
+
+
+def setup(app) -> None:  # type: ignore[no-untyped-def]
+    _mathjax_source()  # fail early, before the examples run, if MathJax is missing
+    app.connect("build-finished", copy_mathjax)
+    app.connect("missing-reference", resolve_reexported)
+    app.connect("autodoc-process-docstring", add_minigallery, priority=600)
+    app.connect("env-check-consistency", check_public_api)
+    app.connect("env-check-consistency", check_gallery_figures)
