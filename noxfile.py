@@ -1,4 +1,4 @@
-"""Sessions: tests, doctests, lint, docs, browser. Dependencies live in pyproject.toml's groups."""
+"""Sessions: tests, doctests, lint, docs, browser, bench. Dependencies live in pyproject.toml's groups."""
 
 from __future__ import annotations
 
@@ -73,3 +73,10 @@ def browser(session: nox.Session) -> None:
     """Every built page in headless Chromium (the Debian package): run after `nox -s docs`."""
     install(session, "browser", package=False)  # serves built HTML: no torch needed
     session.run("python", "docs/browser_check.py", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def bench(session: nox.Session) -> None:
+    """Input-layer timings as ratios to the memory floor and to a baseline (not a test)."""
+    install(session, "bench")
+    session.run("python", "benchmarks/bench_input_layer.py", *session.posargs)

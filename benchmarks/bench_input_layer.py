@@ -57,6 +57,15 @@ class BaselinePositional(nn.Module):
         return self.dropout(x + self.pe[:, : x.size(1)])
 
 
+REPORT: list[str] = []
+
+
+def say(line: str = "") -> None:
+    """Print a line of the report and keep it for --save."""
+    print(line, flush=True)
+    REPORT.append(line)
+
+
 @dataclass
 class Case:
     name: str
@@ -137,13 +146,13 @@ def report(dtype: torch.dtype, training: bool, cases: list[Case]) -> list[dict[s
     by_name = {c.name: c for c in cases}
     floor, base = by_name["floor"].median, by_name["baseline"].median
     mode = "forward+backward, training" if training else "forward, inference mode"
-    print(f"\n### {str(dtype).removeprefix('torch.')}, {mode}\n")
-    print("| candidate | median (ms) | × floor (a) | × baseline (b) |")
-    print("|---|---:|---:|---:|")
+    say(f"\n### {str(dtype).removeprefix('torch.')}, {mode}\n")
+    say("| candidate | median (ms) | × floor (a) | × baseline (b) |")
+    say("|---|---:|---:|---:|")
     rows = []
     for c in cases:
         ms, vs_a, vs_b = c.median * 1e3, c.median / floor, c.median / base
-        print(f"| {c.label} | {ms:.2f} | {vs_a:.2f} | {vs_b:.2f} |")
+        say(f"| {c.label} | {ms:.2f} | {vs_a:.2f} | {vs_b:.2f} |")
         rows.append(
             {
                 "dtype": str(dtype).removeprefix("torch."),
@@ -186,12 +195,14 @@ def main() -> None:
     parser.add_argument("--min-run-time", type=float, default=0.3)
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--no-training", action="store_true", help="skip forward+backward")
-    parser.add_argument("--json", help="also write the rows to this file")
+    parser.add_argument(
+        "--save", metavar="STEM", help="also write STEM.md (this report) and STEM.json (the rows)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    print(f"# posenc {posenc.__version__} input-layer benchmark")
-    print(
+    say(f"# posenc {posenc.__version__} input-layer benchmark")
+    say(
         f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
         f"{args.threads} threads, {time.strftime('%Y-%m-%d')}; B={args.batch}, L={args.length}, "
         f"D={args.d_model}, vocab={args.vocab}; {args.rounds} interleaved rounds"
@@ -211,22 +222,27 @@ def main() -> None:
 
     fused = posenc.TokenAndPositionEmbedding(d, args.vocab)
     pe = posenc.PositionalEncoding(d)
-    print("\n### Sizes and one-off costs\n")
-    print(f"- state_dict of TokenAndPositionEmbedding: {nbytes(fused.state_dict()):.1f} MB")
-    print(f"- state_dict of PositionalEncoding: {nbytes(pe.state_dict()):.1f} MB")
+    say("\n### Sizes and one-off costs\n")
+    say(f"- state_dict of TokenAndPositionEmbedding: {nbytes(fused.state_dict()):.1f} MB")
+    say(f"- state_dict of PositionalEncoding: {nbytes(pe.state_dict()):.1f} MB")
     baseline_mb = nbytes(BaselinePositional(d).state_dict())
-    print(f"- state_dict of the baseline's table: {baseline_mb:.1f} MB")
-    print(f"- `pe` buffer {tuple(pe.pe.shape)}, not saved: {pe.pe.numel() * 4 / 1e6:.1f} MB")
-    print(f"- `import posenc` after `import torch`: {import_time() * 1e3:.1f} ms")
+    say(f"- state_dict of the baseline's table: {baseline_mb:.1f} MB")
+    say(f"- `pe` buffer {tuple(pe.pe.shape)}, not saved: {pe.pe.numel() * 4 / 1e6:.1f} MB")
+    say(f"- `import posenc` after `import torch`: {import_time() * 1e3:.1f} ms")
     start = time.perf_counter()
     posenc.sinusoidal_table(2**20, d)
     seconds = time.perf_counter() - start
-    print(f"- sinusoidal_table(2**20, {d}), float64 math to float32: {seconds:.2f} s")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(
-                {"torch": torch.__version__, "threads": args.threads, "rows": rows}, f, indent=1
-            )
+    say(f"- sinusoidal_table(2**20, {d}), float64 math to float32: {seconds:.2f} s")
+    if args.save:
+        with open(f"{args.save}.md", "w") as f:
+            f.write("\n".join(REPORT).strip() + "\n")
+        with open(f"{args.save}.json", "w") as f:
+            meta = {
+                "torch": torch.__version__,
+                "threads": args.threads,
+                "date": time.strftime("%Y-%m-%d"),
+            }
+            json.dump({**meta, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
