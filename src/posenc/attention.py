@@ -34,8 +34,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .positional import _check_dropout, _check_features, _check_positive_int
-from .sinusoid import _check_d_model
+from . import _checks
 
 __all__ = [
     "MultiHeadedAttention",
@@ -104,7 +103,7 @@ def subsequent_mask(size: int) -> Tensor:
                  [ True,  True, False],
                  [ True,  True,  True]]])
     """
-    size = _check_positive_int("size", size)
+    size = _checks.positive_int("size", size)
     return torch.ones(1, size, size, dtype=torch.bool).tril()
 
 
@@ -123,7 +122,7 @@ def clones(module: nn.Module, n: int) -> nn.ModuleList:
         >>> len(layers), layers[0].weight is layers[1].weight
         (3, False)
     """
-    n = _check_positive_int("n", n)
+    n = _checks.positive_int("n", n)
     return nn.ModuleList(copy.deepcopy(module) for _ in range(n))
 
 
@@ -159,13 +158,13 @@ class MultiHeadedAttention(nn.Module):
 
     def __init__(self, h: int, d_model: int, dropout: float = 0.1) -> None:
         super().__init__()
-        self.h = _check_positive_int("h", h)
-        self.d_model = _check_d_model(d_model)
+        self.h = _checks.positive_int("h", h)
+        self.d_model = _checks.positive_int("d_model", d_model)
         if d_model % h:
             raise ValueError(f"h={h} must divide d_model={d_model}")
         self.d_k = d_model // h
         self.linears = clones(nn.Linear(d_model, d_model), 4)
-        self.dropout = nn.Dropout(p=_check_dropout(dropout))
+        self.dropout = nn.Dropout(p=_checks.dropout(dropout))
         self.attn = None
 
     def extra_repr(self) -> str:
@@ -187,7 +186,7 @@ class MultiHeadedAttention(nn.Module):
             Tensor of shape ``(B, L_q, D)``.
         """
         for name, t in (("query", query), ("key", key), ("value", value)):
-            _check_features(t, self.d_model, name)
+            _checks.features(t, self.d_model, name)
         if mask is not None and query.dim() == 3:
             mask = mask.unsqueeze(-3)  # (B, 1, L_q, L_k): one mask for every head
         batch = query.shape[:-2]
@@ -226,9 +225,11 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1) -> None:
         super().__init__()
-        self.w_1 = nn.Linear(_check_d_model(d_model), _check_positive_int("d_ff", d_ff))
+        self.w_1 = nn.Linear(
+            _checks.positive_int("d_model", d_model), _checks.positive_int("d_ff", d_ff)
+        )
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(_check_dropout(dropout))
+        self.dropout = nn.Dropout(_checks.dropout(dropout))
 
     def forward(self, x: Tensor) -> Tensor:
         """Return ``w_2(dropout(relu(w_1(x))))``.

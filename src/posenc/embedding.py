@@ -30,8 +30,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .positional import PositionalEncoding, _check_positive_int
-from .sinusoid import Layout, _check_d_model
+from . import _checks
+from .positional import PositionalEncoding
+from .sinusoid import Layout
 
 __all__ = ["Embeddings", "TokenAndPositionEmbedding"]
 
@@ -54,12 +55,7 @@ def _check_token_ids(ids: Tensor, vocab: int) -> Tensor:
     The dtype is checked always, the range where it costs no device-to-host sync.
     Narrower integer dtypes (uint8, int16, ...) are widened to int64.
     """
-    if not isinstance(ids, Tensor):
-        raise TypeError(f"token ids must be a Tensor, got {type(ids).__name__}")
-    if ids.dtype == torch.bool or ids.is_floating_point() or ids.is_complex():
-        raise TypeError(
-            f"token ids must be an integer tensor (torch.long or torch.int), got dtype {ids.dtype}"
-        )
+    _checks.integer_tensor("token ids", ids, "an integer tensor (torch.long or torch.int)")
     if ids.dtype not in (torch.int64, torch.int32):
         ids = ids.long()
     # Reading values would stall an accelerator and break a compiled graph: there
@@ -116,8 +112,8 @@ class Embeddings(nn.Module):
 
     def __init__(self, d_model: int, vocab: int, *, padding_idx: int | None = None) -> None:
         super().__init__()
-        self.d_model = _check_d_model(d_model)
-        self.vocab = _check_positive_int("vocab", vocab)
+        self.d_model = _checks.positive_int("d_model", d_model)
+        self.vocab = _checks.positive_int("vocab", vocab)
         self.scale = math.sqrt(self.d_model)
         self.lut = nn.Embedding(
             self.vocab, self.d_model, padding_idx=_check_padding_idx(padding_idx, self.vocab)

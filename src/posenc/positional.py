@@ -26,47 +26,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from .sinusoid import (
-    Layout,
-    _check_base,
-    _check_d_model,
-    _check_layout,
-    _is_integer,
-    sinusoidal_table,
-)
+from . import _checks
+from .sinusoid import Layout, _check_layout, sinusoidal_table
 
 __all__ = ["PositionalEncoding", "positions_from_mask"]
-
-
-def _check_dropout(dropout: object) -> float:
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)):
-        raise TypeError(f"dropout must be a float, got {type(dropout).__name__} {dropout!r}")
-    if not 0.0 <= dropout < 1.0:
-        raise ValueError(f"dropout must be in [0, 1), got {dropout}")
-    return float(dropout)
-
-
-def _check_positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
-    return value
-
-
-def _check_features(x: Tensor, d_model: int, what: str = "input") -> None:
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{what} must be a Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{what} must be a floating tensor, got dtype {x.dtype}")
-    if x.dim() not in (2, 3):
-        raise ValueError(
-            f"{what} must have shape (B, L, D) or (L, D), got {x.dim()}-D shape {tuple(x.shape)}"
-        )
-    if x.shape[-1] != d_model:
-        raise ValueError(
-            f"{what}'s last dimension must be d_model={d_model}, got shape {tuple(x.shape)}"
-        )
 
 
 def _check_positions_arg(
@@ -80,10 +43,7 @@ def _check_positions_arg(
     if positions is not None:
         if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
             raise ValueError("give either offset or positions, not both")
-        if not isinstance(positions, Tensor) or positions.dtype == torch.bool:
-            raise TypeError(f"positions must be an integer tensor, got {positions!r:.60}")
-        if not _is_integer(positions):
-            raise TypeError(f"positions must be an integer tensor, got dtype {positions.dtype}")
+        _checks.integer_tensor("positions", positions)
         if positions.dim() not in (1, 2) or positions.shape[-1] != length:
             raise ValueError(
                 f"positions must have shape (L,) or (B, L) with L={length}, "
@@ -96,10 +56,7 @@ def _check_positions_arg(
             )
         return positions
     if isinstance(offset, Tensor):
-        if offset.dtype == torch.bool or not _is_integer(offset):
-            raise TypeError(
-                f"offset must be an int or an integer tensor, got dtype {offset.dtype}"
-            )
+        _checks.integer_tensor("offset", offset, "an int or an integer tensor")
         if offset.dim() == 0:
             return offset + torch.arange(length, device=offset.device)
         if offset.dim() != 1 or tuple(offset.shape) != batch:
@@ -238,12 +195,12 @@ class PositionalEncoding(nn.Module):
         endpoint: bool = False,
     ) -> None:
         super().__init__()
-        self.d_model = _check_d_model(d_model)
-        self.max_len = _check_positive_int("max_len", max_len)
-        self.base = _check_base(base)
+        self.d_model = _checks.positive_int("d_model", d_model)
+        self.max_len = _checks.positive_int("max_len", max_len)
+        self.base = _checks.base(base)
         self.layout = _check_layout(layout)
         self.endpoint = bool(endpoint)
-        self.dropout = nn.Dropout(p=_check_dropout(dropout))
+        self.dropout = nn.Dropout(p=_checks.dropout(dropout))
         self.register_buffer("pe", self._sinusoid(self.max_len).unsqueeze(0), persistent=False)
 
     def _sinusoid(
@@ -358,7 +315,7 @@ class PositionalEncoding(nn.Module):
                 ``d_model``, both ``offset`` and ``positions`` are given, or
                 their shapes do not match ``x``.
         """
-        _check_features(x, self.d_model)
+        _checks.features(x, self.d_model)
         table = self.encoding(
             x.shape[-2],
             offset=offset,

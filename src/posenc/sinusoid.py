@@ -38,27 +38,13 @@ from typing import Literal
 import torch
 from torch import Tensor
 
+from . import _checks
+
 __all__ = ["LAYOUTS", "Layout", "inverse_frequencies", "sinusoidal_table"]
 
 Layout = Literal["interleaved", "concatenated"]
 #: The two column orders of the sinusoid in use.
 LAYOUTS: tuple[Layout, ...] = ("interleaved", "concatenated")
-
-
-def _check_d_model(d_model: object) -> int:
-    if isinstance(d_model, bool) or not isinstance(d_model, int):
-        raise TypeError(f"d_model must be an int, got {type(d_model).__name__} {d_model!r}")
-    if d_model <= 0:
-        raise ValueError(f"d_model must be a positive int, got {d_model}")
-    return d_model
-
-
-def _check_base(base: object) -> float:
-    if isinstance(base, bool) or not isinstance(base, (int, float)):
-        raise TypeError(f"base must be a number, got {type(base).__name__} {base!r}")
-    if not base > 1.0 or base == float("inf"):
-        raise ValueError(f"base must be a finite number > 1, got {base}")
-    return float(base)
 
 
 def _check_layout(layout: object) -> Layout:
@@ -102,25 +88,17 @@ def inverse_frequencies(
         >>> round(2 * math.pi / inverse_frequencies(512, endpoint=True)[-1].item())
         62832
     """
-    d_model = _check_d_model(d_model)
-    base = _check_base(base)
+    d_model = _checks.positive_int("d_model", d_model)
+    base = _checks.base(base)
     pairs = (d_model + 1) // 2
     k = torch.arange(pairs, dtype=torch.float64, device=device)
     span = max(pairs - 1, 1) if endpoint else d_model / 2
     return torch.pow(base, -k / span)
 
 
-def _is_integer(t: Tensor) -> bool:
-    return not (t.is_floating_point() or t.is_complex())
-
-
 def _positions_tensor(positions: int | Tensor, device: torch.device | str | None) -> Tensor:
     if isinstance(positions, Tensor):
-        if positions.dtype == torch.bool or not _is_integer(positions):
-            raise TypeError(
-                "positions must be an int or an integer tensor, "
-                f"got a tensor of dtype {positions.dtype}"
-            )
+        _checks.integer_tensor("positions", positions, "an int or an integer tensor")
         return positions.to(device=device) if device is not None else positions
     if isinstance(positions, bool) or not isinstance(positions, int):
         raise TypeError(
@@ -203,7 +181,7 @@ def sinusoidal_table(
         >>> torch.equal(concat, torch.cat([inter[:, 0::2], inter[:, 1::2]], dim=1))
         True
     """
-    d_model = _check_d_model(d_model)
+    d_model = _checks.positive_int("d_model", d_model)
     layout = _check_layout(layout)
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise TypeError(f"dtype must be a floating dtype, got {dtype!r}")
