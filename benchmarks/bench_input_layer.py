@@ -147,12 +147,13 @@ def report(dtype: torch.dtype, training: bool, cases: list[Case]) -> list[dict[s
     floor, base = by_name["floor"].median, by_name["baseline"].median
     mode = "forward+backward, training" if training else "forward, inference mode"
     say(f"\n### {str(dtype).removeprefix('torch.')}, {mode}\n")
-    say("| candidate | median (ms) | × floor (a) | × baseline (b) |")
-    say("|---|---:|---:|---:|")
+    say("| candidate | median (ms) | × floor (a) | × baseline (b) | rounds' range (ms) |")
+    say("|---|---:|---:|---:|---:|")
     rows = []
     for c in cases:
         ms, vs_a, vs_b = c.median * 1e3, c.median / floor, c.median / base
-        say(f"| {c.label} | {ms:.2f} | {vs_a:.2f} | {vs_b:.2f} |")
+        spread = f"{min(c.medians) * 1e3:.2f}–{max(c.medians) * 1e3:.2f}"
+        say(f"| {c.label} | {ms:.2f} | {vs_a:.2f} | {vs_b:.2f} | {spread} |")
         rows.append(
             {
                 "dtype": str(dtype).removeprefix("torch."),
@@ -191,7 +192,7 @@ def main() -> None:
     parser.add_argument("--d-model", type=int, default=512)
     parser.add_argument("--vocab", type=int, default=32_000)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--min-run-time", type=float, default=0.3)
     parser.add_argument("--dtypes", default="float32,bfloat16")
     parser.add_argument("--no-training", action="store_true", help="skip forward+backward")
