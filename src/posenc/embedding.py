@@ -245,11 +245,7 @@ class TokenAndPositionEmbedding(nn.Module):
         # embedding backward does not read it: scaling and adding in place give the
         # unfused pair's values, rounding for rounding, without two more (B, L, D)
         # allocations.
-        out = vectors.mul_(emb.scale).add_(table)
-        pos = self.positional
-        if pos.training and pos.dropout.p > 0.0:
-            out = pos.dropout(out)
-        return out
+        return self.positional._drop(vectors.mul_(emb.scale).add_(table))
 
     def _load_from_state_dict(
         self,

@@ -324,10 +324,14 @@ class PositionalEncoding(nn.Module):
             dtype=x.dtype,
             device=x.device,
         )
-        out = x + table
+        return self._drop(x + table)
+
+    def _drop(self, x: Tensor) -> Tensor:
+        # Eval mode and p = 0 skip the dropout module: it would copy for nothing.
         if self.training and self.dropout.p > 0.0:
-            out = self.dropout(out)
-        return out
+            out: Tensor = self.dropout(x)
+            return out
+        return x
 
     def _load_from_state_dict(
         self,
