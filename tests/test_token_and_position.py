@@ -46,14 +46,20 @@ def test_equals_unfused_pair(options: dict[str, object], padding_idx: int | None
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
-def test_equals_unfused_pair_in_other_dtypes(dtype: torch.dtype) -> None:
-    layer = TokenAndPositionEmbedding(D, VOCAB).to(dtype)
+@pytest.mark.parametrize("padding_idx", [None, 3])
+def test_equals_unfused_pair_in_other_dtypes(dtype: torch.dtype, padding_idx: int | None) -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB, padding_idx=padding_idx).to(dtype)
     emb, pe = unfused_pair(layer)
     emb.to(dtype)
     ids = torch.randint(0, VOCAB, (2, 6))
+    ids[1, :3] = 3
     out = layer(ids, offset=4)
     assert out.dtype == dtype
     assert torch.equal(out, pe(emb(ids), offset=4))
+    offset = torch.tensor([0, 6000])  # the second row past max_len
+    assert torch.equal(layer(ids, offset=offset), pe(emb(ids), offset=offset))
+    with torch.inference_mode():
+        assert torch.equal(layer(ids), pe(emb(ids)))
 
 
 def test_values_are_scaled_lookup_plus_table() -> None:

@@ -96,8 +96,12 @@ class Embeddings(nn.Module):
 
     Example:
         >>> import torch
+        >>> from posenc import PositionalEncoding
         >>> emb = Embeddings(512, 10_000)
-        >>> emb(torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])).shape
+        >>> x = emb(torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]]))
+        >>> x.shape
+        torch.Size([2, 4, 512])
+        >>> PositionalEncoding(512, max_len=4)(x).shape
         torch.Size([2, 4, 512])
         >>> emb
         Embeddings(
