@@ -1,4 +1,4 @@
-"""Sessions: tests, doctests, lint, docs, browser, bench. Dependencies live in pyproject.toml's groups."""
+"""Sessions: tests, doctests, lint, docs, browser, bench; dependencies live in pyproject."""
 
 from __future__ import annotations
 

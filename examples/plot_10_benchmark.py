@@ -27,7 +27,13 @@ run = json.loads(results.read_text())
 print(f"torch {run['torch']}, {run['threads']} threads, measured {run['date']}")
 
 cases = ["floor", "baseline", "pair", "fused", "compiled"]
-labels = ["a + b\n(floor)", "baseline\npair", "Embeddings →\nPositionalEncoding", "fused,\neager", "fused,\ncompiled"]
+labels = [
+    "a + b\n(floor)",
+    "baseline\npair",
+    "Embeddings →\nPositionalEncoding",
+    "fused,\neager",
+    "fused,\ncompiled",
+]
 panels = [(d, m) for m in ("inference", "train") for d in ("float32", "bfloat16")]
 for dtype, mode in panels:
     rows = {r["case"]: r for r in run["rows"] if r["dtype"] == dtype and r["mode"] == mode}
