@@ -17,7 +17,7 @@ from reference import (
 )
 from torch import nn
 
-from posenc import Embeddings, PositionalEncoding
+from posenc import Embeddings, PositionalEncoding, sinusoidal_table
 
 
 def reference_rows(length: int, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -360,3 +360,35 @@ def test_unexpected_keys_are_still_reported() -> None:
     state["extra"] = torch.zeros(1)
     with pytest.raises(RuntimeError, match=r"extra"):
         PositionalEncoding(8).load_state_dict(state, strict=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.float64])
+def test_meta_init_then_to_empty_computes_the_table(dtype: torch.dtype) -> None:
+    with torch.device("meta"):
+        meta = PositionalEncoding(12, max_len=40, layout="concatenated")
+    assert meta.pe.is_meta
+    module = meta.to_empty(device="cpu").to(dtype)
+    exact = sinusoidal_table(40, 12, layout="concatenated", dtype=dtype)
+    assert module.pe.dtype == dtype
+    assert torch.equal(module.pe[0], exact)
+
+
+def test_casting_recomputes_the_table_instead_of_converting_it() -> None:
+    module = PositionalEncoding(64, max_len=3000)
+    fresh = module.pe.clone()
+    module.half()
+    assert torch.equal(module.pe[0], sinusoidal_table(3000, 64, dtype=torch.float16))
+    module.float()  # a converted fp16 table would have lost 13 bits for good
+    assert torch.equal(module.pe, fresh)
+    module.double()
+    assert torch.equal(module.pe[0], sinusoidal_table(3000, 64, dtype=torch.float64))
+    x = torch.randn(2, 5, 64, dtype=torch.float64)
+    assert torch.equal(module(x) - x, (x + sinusoidal_table(5, 64, dtype=torch.float64)) - x)
+
+
+def test_reset_parameters_repairs_a_damaged_table() -> None:
+    module = PositionalEncoding(16, max_len=50)
+    expected = module.pe.clone()
+    module.pe.zero_()
+    module.reset_parameters()
+    assert torch.equal(module.pe, expected)

@@ -203,6 +203,35 @@ class PositionalEncoding(nn.Module):
         self.dropout = nn.Dropout(p=_checks.dropout(dropout))
         self.register_buffer("pe", self._sinusoid(self.max_len).unsqueeze(0), persistent=False)
 
+    def reset_parameters(self) -> None:
+        """Recompute :attr:`pe` in place, in its current dtype and device.
+
+        There are no parameters; the name is the one that initialisation code
+        calls. Moving or casting the module (``.to()``, ``.half()``,
+        ``.to_empty()``) recomputes the table by itself: it is derived data, so
+        it is derived again rather than converted, and ``.half().float()``
+        leaves a float32 table, not a float16 one in float32 clothes.
+
+        Example:
+            >>> import torch
+            >>> with torch.device("meta"):
+            ...     pe = PositionalEncoding(8, max_len=16)
+            >>> pe = pe.to_empty(device="cpu")  # uninitialised memory, then recomputed
+            >>> torch.equal(pe.pe, PositionalEncoding(8, max_len=16).pe)
+            True
+            >>> torch.equal(pe.half().float().pe, pe.pe)
+            True
+        """
+        with torch.no_grad():
+            table = self._sinusoid(self.max_len, self.pe.dtype, self.pe.device)
+            self.pe.copy_(table.unsqueeze(0))
+
+    def _apply(self, fn: Any, recurse: bool = True) -> PositionalEncoding:
+        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
+        if self.pe.is_floating_point() and not self.pe.is_meta:
+            self.reset_parameters()
+        return self
+
     def _sinusoid(
         self,
         positions: int | Tensor,
@@ -243,8 +272,9 @@ class PositionalEncoding(nn.Module):
         """The rows that :meth:`forward` adds to an input of ``length`` tokens.
 
         Rows come from :attr:`pe` when it covers them and ``dtype`` is no more
-        precise than float32 and than :attr:`pe` (after ``module.half()``, say);
-        otherwise they are computed in float64 and rounded once to ``dtype``.
+        precise than :attr:`pe` (float64 input to a float32 module, say, or
+        float32 input after ``module.half()``); otherwise they are computed in
+        float64 and rounded once to ``dtype``.
         Either way the values are the same sinusoid.
 
         Args:
@@ -267,10 +297,9 @@ class PositionalEncoding(nn.Module):
         device = self.pe.device if device is None else torch.device(device)
         where = _check_positions_arg(length, batch, offset, positions)
         buffer = self.pe
-        # The buffer holds float32-rounded values, whatever dtype .to() gave it since:
-        # it serves dtypes no more precise than float32 and than itself.
-        precision = max(torch.finfo(buffer.dtype).eps, torch.finfo(torch.float32).eps)
-        buffer_ok = torch.finfo(dtype).eps >= precision
+        # The buffer holds the table rounded once to its own dtype (see _apply): it
+        # serves dtypes no more precise than that.
+        buffer_ok = torch.finfo(dtype).eps >= torch.finfo(buffer.dtype).eps
         if isinstance(where, int):
             if buffer_ok and where + length <= buffer.shape[1]:
                 return buffer[0, where : where + length].to(device=device, dtype=dtype)
