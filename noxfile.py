@@ -25,7 +25,8 @@ def install(session: nox.Session, *groups: str, package: bool = True) -> None:
 def tests(session: nox.Session) -> None:
     """Unit tests, seed tests and every docstring example."""
     install(session, "test")
-    session.run("pytest", *session.posargs)
+    # -v: every test by name (golden conventions, decoding, padding, compile/export) in the log
+    session.run("pytest", "-v", *session.posargs)
 
 
 @nox.session(reuse_venv=True)
