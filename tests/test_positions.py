@@ -112,10 +112,18 @@ def test_positions_from_mask_left_and_right_padding() -> None:
     assert torch.equal(got, expected)
 
 
-@pytest.mark.parametrize("bad", [torch.ones(2, 3), torch.ones(2, 3, dtype=torch.long), [True]])
-def test_positions_from_mask_rejects_non_bool(bad: object) -> None:
-    with pytest.raises(TypeError, match="mask must be a bool tensor"):
+@pytest.mark.parametrize("bad", [torch.ones(2, 3), torch.ones(2, 3, dtype=torch.cfloat), [True]])
+def test_positions_from_mask_rejects_floats_and_non_tensors(bad: object) -> None:
+    with pytest.raises(TypeError, match="mask must be a bool or integer tensor"):
         positions_from_mask(bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8, torch.int8])
+def test_positions_from_an_integer_attention_mask_equal_those_of_a_bool_mask(
+    dtype: torch.dtype,
+) -> None:
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 0, 0], [1, 0, 1, 0, 1]])
+    assert torch.equal(positions_from_mask(mask.to(dtype)), positions_from_mask(mask.bool()))
 
 
 def test_left_padded_batch_gets_unpadded_encodings() -> None:
@@ -158,15 +166,17 @@ def test_offset_and_positions_together_is_an_error() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"offset": -1}, ValueError, "offset must be >= 0, got -1"),
+        ({"offset": 2**63 - 2}, ValueError, "offset=9223372036854775806 puts positions outside"),
+        ({"offset": -(2**63) - 1}, ValueError, "outside int64"),
         ({"offset": 1.5}, TypeError, "offset must be an int"),
         ({"offset": True}, TypeError, "offset must be an int"),
         ({"offset": torch.tensor([1.0, 2.0])}, TypeError, "offset .* dtype torch.float32"),
-        ({"offset": torch.tensor([1, 2, 3])}, ValueError, r"offset must be .* \(B,\)"),
+        ({"offset": torch.tensor([1, 2, 3])}, ValueError, r"offset of shape \(3,\) .* B=2"),
+        ({"offset": torch.zeros(2, 1, dtype=torch.long)}, ValueError, r"offset must be .* \(B,\)"),
         ({"positions": torch.arange(3.0)}, TypeError, "positions must be an integer tensor"),
         ({"positions": torch.ones(3, dtype=torch.bool)}, TypeError, "positions must be an int"),
         ({"positions": torch.arange(4)}, ValueError, r"positions must have shape .* L=3"),
-        ({"positions": torch.zeros(3, 3, dtype=torch.long)}, ValueError, "B=3"),
+        ({"positions": torch.zeros(3, 3, dtype=torch.long)}, ValueError, "3 sequences.*B=2"),
         ({"positions": torch.zeros(1, 2, 3, dtype=torch.long)}, ValueError, "positions must"),
     ],
 )
@@ -178,7 +188,7 @@ def test_position_argument_errors(kwargs: dict[str, object], error: type, match:
 
 def test_per_sequence_positions_need_a_batched_input() -> None:
     pe = PositionalEncoding(D)
-    with pytest.raises(ValueError, match="need an input of shape"):
+    with pytest.raises(ValueError, match="the input is unbatched; give positions of shape"):
         pe(torch.randn(3, D), positions=torch.zeros(1, 3, dtype=torch.long))
 
 

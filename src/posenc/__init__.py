@@ -8,7 +8,8 @@ from .attention import (
     subsequent_mask,
 )
 from .embedding import Embeddings, TokenAndPositionEmbedding
-from .positional import PositionalEncoding, positions_from_mask
+from .positional import PositionalEncoding
+from .positions import positions_from_lengths, positions_from_mask
 from .sinusoid import LAYOUTS, inverse_frequencies, sinusoidal_table
 
 __version__ = "0.1.0"
@@ -24,6 +25,7 @@ __all__ = [
     "attention",
     "clones",
     "inverse_frequencies",
+    "positions_from_lengths",
     "positions_from_mask",
     "sinusoidal_table",
     "subsequent_mask",

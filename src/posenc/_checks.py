@@ -1,59 +1,286 @@
-"""Argument checks shared by the public functions and modules.
+"""Every argument check of the public functions and modules, in one place.
 
 Each raises at the public boundary with a message that names the argument, the
 value received and what is allowed: ValueError for a bad value, TypeError for a
-bad type. None reads tensor values, so none costs a device-to-host sync.
+bad type, IndexError for an id out of range. None reads the values of a tensor
+on an accelerator, so none costs a device-to-host sync there (token ids are
+range-checked on the CPU only; elsewhere the embedding kernel checks them).
 """
 
 from __future__ import annotations
 
+import math
+import os
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
 import torch
 from torch import Tensor
+
+T = TypeVar("T")
+
+
+def _show(value: object) -> str:
+    return f"{type(value).__name__} {value!r:.60}"
 
 
 def positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be an int, got {_show(value)}")
     if value <= 0:
         raise ValueError(f"{name} must be a positive int, got {value}")
     return value
 
 
-def base(value: object) -> float:
+def nonnegative_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {_show(value)}")
+    if value < 0:
+        raise ValueError(f"{name} must be an int >= 0, got {value}")
+    return value
+
+
+def flag(name: str, value: object) -> bool:
+    """A bool, and only a bool: ``endpoint="False"`` would otherwise read as True."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool (True or False), got {_show(value)}")
+    return value
+
+
+def choice(name: str, value: object, allowed: Sequence[T]) -> T:
+    for option in allowed:
+        if type(value) is type(option) and value == option:
+            return option
+    raise ValueError(f"{name} must be one of {tuple(allowed)}, got {value!r:.60}")
+
+
+def base(value: object, name: str = "base") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"base must be a number, got {type(value).__name__} {value!r}")
-    if not value > 1.0 or value == float("inf"):
-        raise ValueError(f"base must be a finite number > 1, got {value}")
+        raise TypeError(f"{name} must be a number, got {_show(value)}")
+    if not value > 1.0 or value == math.inf:
+        raise ValueError(f"{name} must be a finite number > 1, got {value}")
     return float(value)
 
 
 def dropout(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"dropout must be a float, got {type(value).__name__} {value!r}")
+        raise TypeError(f"dropout must be a float, got {_show(value)}")
     if not 0.0 <= value < 1.0:
         raise ValueError(f"dropout must be in [0, 1), got {value}")
     return float(value)
 
 
-def integer_tensor(name: str, t: Tensor, what: str = "an integer tensor") -> Tensor:
+def floating_dtype(name: str, value: object) -> torch.dtype:
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise TypeError(f"{name} must be a floating torch.dtype, got {value!r:.60}")
+    return value
+
+
+def integer_tensor(name: str, t: object, what: str = "an integer tensor") -> Tensor:
     if not isinstance(t, Tensor):
-        raise TypeError(f"{name} must be a Tensor ({what}), got {type(t).__name__} {t!r:.60}")
+        raise TypeError(f"{name} must be a Tensor ({what}), got {_show(t)}")
     if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex:
         raise TypeError(f"{name} must be {what}, got dtype {t.dtype}")
     return t
 
 
-def features(x: object, d_model: int, what: str = "input") -> None:
+def floating_tensor(name: str, t: object) -> Tensor:
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a Tensor, got {type(t).__name__}")
+    if not t.is_floating_point():
+        raise TypeError(f"{name} must be a floating tensor, got dtype {t.dtype}")
+    return t
+
+
+def features(x: object, d_model: int, what: str = "input") -> Tensor:
     """``x`` is a floating (B, L, D) or (L, D) tensor with D = ``d_model``."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{what} must be a Tensor, got {type(x).__name__}")
-    if not x.is_floating_point():
-        raise TypeError(f"{what} must be a floating tensor, got dtype {x.dtype}")
+    x = floating_tensor(what, x)
     if x.dim() not in (2, 3):
         raise ValueError(
             f"{what} must have shape (B, L, D) or (L, D), got {x.dim()}-D shape {tuple(x.shape)}"
         )
-    if x.shape[-1] != d_model:
+    last_dim(x, d_model, what)
+    return x
+
+
+def last_dim(x: Tensor, size: int, what: str, name: str = "d_model") -> None:
+    if x.dim() == 0 or x.shape[-1] != size:
         raise ValueError(
-            f"{what}'s last dimension must be d_model={d_model}, got shape {tuple(x.shape)}"
+            f"{what}'s last dimension must be {name}={size}, got shape {tuple(x.shape)}"
         )
+
+
+def padding_idx(value: object, vocab: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"padding_idx must be an int or None, got {_show(value)}")
+    if not 0 <= value < vocab:
+        raise ValueError(f"padding_idx must be in [0, vocab={vocab}), got {value}")
+    return value
+
+
+def token_ids(ids: object, vocab: int) -> Tensor:
+    """The ids as int32/int64 for the lookup kernel, checked.
+
+    The dtype is checked always, the range where it costs no device-to-host sync.
+    Narrower integer dtypes (uint8, int16, uint32, ...) are widened to int64.
+    """
+    ids = integer_tensor("token ids", ids, "an integer tensor (torch.long or torch.int)")
+    if ids.dtype not in (torch.int64, torch.int32):
+        ids = ids.to(torch.int64)
+    in_range(ids, vocab, "token id", f"vocab={vocab}", "ids")
+    return ids
+
+
+def in_range(index: Tensor, size: int, what: str, bound: str, plural: str) -> None:
+    """IndexError if an eagerly readable (CPU) index lies outside ``[0, size)``."""
+    # Reading values would stall an accelerator and break a compiled graph: there
+    # the indexing kernel's own bounds check stands.
+    if index.device.type != "cpu" or index.numel() == 0 or torch.compiler.is_compiling():
+        return
+    lo, hi = torch.aminmax(index)
+    if lo < 0 or hi >= size:
+        bad = int(lo) if lo < 0 else int(hi)
+        raise IndexError(
+            f"{what} {bad} is out of range for {bound}: {plural} must be in [0, {size})"
+        )
+
+
+# -- Sizes -----------------------------------------------------------------------------
+
+
+def _human(nbytes: float) -> str:
+    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
+        if nbytes < 1000 or unit == "PB":
+            return f"{nbytes:.3g} {unit}" if unit != "bytes" else f"{int(nbytes)} bytes"
+        nbytes /= 1000
+    raise AssertionError  # pragma: no cover
+
+
+def _memory_of(device: torch.device) -> int | None:
+    """Bytes of memory a tensor on ``device`` can use at most; None when unknown."""
+    if device.type == "cpu":
+        try:
+            limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError, AttributeError):  # pragma: no cover (not POSIX)
+            return None
+        try:  # a container's cgroup (v2) limit, where it is lower
+            with open("/sys/fs/cgroup/memory.max") as f:
+                text = f.read().strip()
+            if text.isdigit():
+                limit = min(limit, int(text))
+        except OSError:
+            pass
+        return int(limit)
+    if device.type == "cuda" and torch.cuda.is_available():
+        return int(torch.cuda.mem_get_info(device)[1])
+    return None
+
+
+Describe = Callable[[], str]
+
+
+def allocation(
+    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, what: Describe
+) -> None:
+    """Refuse, before any work, a tensor larger than the memory of its device.
+
+    ``what`` says, when called, what the tensor is: the message is built only on
+    failure (formatting a size would fix it in a compiled graph).
+    """
+    if torch.compiler.is_compiling():  # sizes are symbolic there, and the graph is built
+        return
+    numel = math.prod(shape)
+    nbytes = numel * dtype.itemsize
+    limit = _memory_of(device)
+    if limit is not None and nbytes > limit:
+        raise ValueError(
+            f"{what()} needs {_human(nbytes)} ({' × '.join(map(str, shape))} {dtype}), more "
+            f"than the {_human(limit)} of memory on {device}: ask for fewer positions"
+        )
+
+
+def empty(
+    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, what: Describe
+) -> Tensor:
+    """``torch.empty``, with the size guard before and an allocation failure explained."""
+    allocation(shape, dtype, device, what)
+    try:
+        return torch.empty(shape, dtype=dtype, device=device)
+    except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
+        nbytes = math.prod(shape) * dtype.itemsize
+        raise ValueError(
+            f"{what()} needs {_human(nbytes)} ({' × '.join(map(str, shape))} {dtype}), which "
+            f"could not be allocated on {device}: ask for fewer positions"
+        ) from exc
+
+
+# -- Attention shapes --------------------------------------------------------------------
+
+
+def _shape(t: Tensor) -> str:
+    return str(tuple(t.shape))
+
+
+def attention_inputs(
+    query: object, key: object, value: object, mask: object, bias: object = None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Query, key and value of one attention: shapes that fit, one dtype, one device."""
+    q = floating_tensor("query", query)
+    k = floating_tensor("key", key)
+    v = floating_tensor("value", value)
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if t.dim() < 2:
+            raise ValueError(f"{name} must have shape (*, L, d), got shape {_shape(t)}")
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise TypeError(
+            f"query, key and value must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
+        )
+    if k.device != q.device or v.device != q.device:
+        raise ValueError(
+            f"query, key and value must be on one device, got {q.device}, {k.device}, {v.device}"
+        )
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"query and key must have the same last dimension d_k, got query {_shape(q)} "
+            f"and key {_shape(k)}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"key and value must have the same length L_k (dim -2), got key {_shape(k)} "
+            f"and value {_shape(v)}"
+        )
+    try:
+        batch = torch.broadcast_shapes(  # type: ignore[no-untyped-call]
+            q.shape[:-2], k.shape[:-2], v.shape[:-2]
+        )
+    except RuntimeError:
+        raise ValueError(
+            f"the batch dimensions of query {_shape(q)}, key {_shape(k)} and value "
+            f"{_shape(v)} (all but the last two) do not broadcast"
+        ) from None
+    scores = (*batch, q.shape[-2], k.shape[-2])
+    for name, extra in (("mask", mask), ("bias", bias)):
+        if extra is not None:
+            broadcasts_to(name, extra, scores, "(*, L_q, L_k)")
+    return q, k, v
+
+
+def broadcasts_to(name: str, t: object, shape: tuple[int, ...], legend: str) -> Tensor:
+    """``t`` is a tensor that broadcasts to ``shape`` (leading 1s aside, without growing it)."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"{name} must be a Tensor or None, got {_show(t)}")
+    dims = list(t.shape)
+    while len(dims) > len(shape) and dims[0] == 1:
+        dims.pop(0)
+    try:
+        fits = torch.broadcast_shapes(tuple(dims), shape) == shape  # type: ignore[no-untyped-call]
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"{name} of shape {_shape(t)} does not broadcast to the attention scores' "
+            f"shape {shape} {legend}"
+        )
+    return t

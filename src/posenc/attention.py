@@ -66,8 +66,13 @@ def attention(
         ``(output, weights)``: output ``(*, L_q, d_v)`` and the attention
         weights ``(*, L_q, L_k)``, each row summing to 1.
 
+    Raises:
+        TypeError: an input is not a floating tensor, or they differ in dtype.
+        ValueError: the shapes do not fit together (the message names them).
+
     Shapes:
-        ``*`` is any batch shape, e.g. ``(B, h)`` for B sequences and h heads.
+        ``*`` is any batch shape, e.g. ``(B, h)`` for B sequences and h heads;
+        the batch shapes of the inputs broadcast.
 
     Example:
         >>> q = torch.zeros(1, 2, 4)
@@ -77,6 +82,7 @@ def attention(
         tensor([[[1.0000, 0.0000, 0.0000],
                  [0.5000, 0.5000, 0.0000]]])
     """
+    query, key, value = _checks.attention_inputs(query, key, value, mask)
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
     if mask is not None:
@@ -158,8 +164,8 @@ class MultiHeadedAttention(nn.Module):
 
     def __init__(self, h: int, d_model: int, dropout: float = 0.1) -> None:
         super().__init__()
-        self.h = _checks.positive_int("h", h)
-        self.d_model = _checks.positive_int("d_model", d_model)
+        self.h: int = _checks.positive_int("h", h)
+        self.d_model: int = _checks.positive_int("d_model", d_model)
         if d_model % h:
             raise ValueError(f"h={h} must divide d_model={d_model}")
         self.d_k = d_model // h
@@ -184,9 +190,31 @@ class MultiHeadedAttention(nn.Module):
 
         Returns:
             Tensor of shape ``(B, L_q, D)``.
+
+        Raises:
+            TypeError: an input is not a floating tensor.
+            ValueError: a shape does not fit (the message names the shapes).
         """
         for name, t in (("query", query), ("key", key), ("value", value)):
             _checks.features(t, self.d_model, name)
+        if not query.dim() == key.dim() == value.dim():
+            raise ValueError(
+                "query, key and value must all be batched (B, L, D) or all unbatched (L, D), "
+                f"got shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
+            )
+        if key.shape[:-2] != query.shape[:-2] or value.shape[:-2] != query.shape[:-2]:
+            raise ValueError(
+                f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
+                f"{tuple(value.shape)} must have the same batch size B"
+            )
+        if key.shape[-2] != value.shape[-2]:
+            raise ValueError(
+                f"key and value must have the same length L_k, got key {tuple(key.shape)} "
+                f"and value {tuple(value.shape)}"
+            )
+        if mask is not None:
+            scores = (*query.shape[:-2], query.shape[-2], key.shape[-2])
+            _checks.broadcasts_to("mask", mask, scores, "(B, L_q, L_k)")
         if mask is not None and query.dim() == 3:
             mask = mask.unsqueeze(-3)  # (B, 1, L_q, L_k): one mask for every head
         batch = query.shape[:-2]
@@ -225,9 +253,8 @@ class PositionwiseFeedForward(nn.Module):
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1) -> None:
         super().__init__()
-        self.w_1 = nn.Linear(
-            _checks.positive_int("d_model", d_model), _checks.positive_int("d_ff", d_ff)
-        )
+        self.d_model: int = _checks.positive_int("d_model", d_model)
+        self.w_1 = nn.Linear(self.d_model, _checks.positive_int("d_ff", d_ff))
         self.w_2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(_checks.dropout(dropout))
 
@@ -239,6 +266,11 @@ class PositionwiseFeedForward(nn.Module):
 
         Returns:
             Tensor of the shape of ``x``.
+
+        Raises:
+            TypeError: ``x`` is not a floating tensor.
+            ValueError: the last dimension of ``x`` is not ``d_model``.
         """
+        _checks.last_dim(_checks.floating_tensor("input", x), self.d_model, "input")
         out: Tensor = self.w_2(self.dropout(self.w_1(x).relu()))
         return out

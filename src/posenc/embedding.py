@@ -27,48 +27,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
 from torch import Tensor, nn
+from torch.nn.modules import module as _module
 
 from . import _checks
 from .positional import PositionalEncoding
+from .positions import resolve
 from .sinusoid import Layout
 
 __all__ = ["Embeddings", "TokenAndPositionEmbedding"]
-
-
-def _check_padding_idx(padding_idx: object, vocab: int) -> int | None:
-    if padding_idx is None:
-        return None
-    if isinstance(padding_idx, bool) or not isinstance(padding_idx, int):
-        raise TypeError(
-            f"padding_idx must be an int or None, got {type(padding_idx).__name__} {padding_idx!r}"
-        )
-    if not 0 <= padding_idx < vocab:
-        raise ValueError(f"padding_idx must be in [0, vocab={vocab}), got {padding_idx}")
-    return padding_idx
-
-
-def _check_token_ids(ids: Tensor, vocab: int) -> Tensor:
-    """The ids as int32/int64 for the lookup kernel, checked.
-
-    The dtype is checked always, the range where it costs no device-to-host sync.
-    Narrower integer dtypes (uint8, int16, ...) are widened to int64.
-    """
-    _checks.integer_tensor("token ids", ids, "an integer tensor (torch.long or torch.int)")
-    if ids.dtype not in (torch.int64, torch.int32):
-        ids = ids.long()
-    # Reading values would stall an accelerator and break a compiled graph: there
-    # the embedding kernel's own bounds check stands.
-    if ids.device.type != "cpu" or ids.numel() == 0 or torch.compiler.is_compiling():
-        return ids
-    lo, hi = torch.aminmax(ids)
-    if lo < 0 or hi >= vocab:
-        bad = int(lo) if lo < 0 else int(hi)
-        raise IndexError(
-            f"token id {bad} is out of range for vocab={vocab}: ids must be in [0, {vocab})"
-        )
-    return ids
 
 
 class Embeddings(nn.Module):
@@ -116,11 +83,11 @@ class Embeddings(nn.Module):
 
     def __init__(self, d_model: int, vocab: int, *, padding_idx: int | None = None) -> None:
         super().__init__()
-        self.d_model = _checks.positive_int("d_model", d_model)
-        self.vocab = _checks.positive_int("vocab", vocab)
-        self.scale = math.sqrt(self.d_model)
+        self.d_model: int = _checks.positive_int("d_model", d_model)
+        self.vocab: int = _checks.positive_int("vocab", vocab)
+        self.scale: float = math.sqrt(self.d_model)
         self.lut = nn.Embedding(
-            self.vocab, self.d_model, padding_idx=_check_padding_idx(padding_idx, self.vocab)
+            self.vocab, self.d_model, padding_idx=_checks.padding_idx(padding_idx, self.vocab)
         )
 
     def extra_repr(self) -> str:
@@ -141,8 +108,11 @@ class Embeddings(nn.Module):
             IndexError: an id is negative or ``>= vocab`` (checked for CPU
                 tensors in eager mode; elsewhere the embedding kernel checks).
         """
-        ids = _check_token_ids(ids, self.vocab)
-        out: Tensor = self.lut(ids) * self.scale
+        return self._lookup(ids) * self.scale
+
+    def _lookup(self, ids: Tensor) -> Tensor:
+        """``lut(ids)``, unscaled, after the checks: the step both input layers share."""
+        out: Tensor = self.lut(_checks.token_ids(ids, self.vocab))
         return out
 
 
@@ -229,27 +199,47 @@ class TokenAndPositionEmbedding(nn.Module):
             ValueError: ``ids`` is not 1-D or 2-D, both ``offset`` and
                 ``positions`` are given, or their shapes do not match ``ids``.
         """
-        emb = self.embeddings
-        ids = _check_token_ids(ids, emb.vocab)
+        ids = _checks.integer_tensor(
+            "token ids", ids, "an integer tensor (torch.long or torch.int)"
+        )
         if ids.dim() not in (1, 2):
             raise ValueError(
                 f"token ids must have shape (B, L) or (L,), got {ids.dim()}-D "
                 f"shape {tuple(ids.shape)}"
             )
-        vectors: Tensor = emb.lut(ids)
-        table = self.positional.encoding(
-            ids.shape[-1],
-            offset=offset,
-            positions=positions,
-            batch=tuple(ids.shape[:-1]),
-            dtype=vectors.dtype,
-            device=vectors.device,
-        )
-        # The lookup's result is a fresh tensor that nothing else holds, and the
-        # embedding backward does not read it: scaling and adding in place give the
-        # unfused pair's values, rounding for rounding, without two more (B, L, D)
-        # allocations.
-        return self.positional._drop(vectors.mul_(emb.scale).add_(table))
+        emb, pe = self.embeddings, self.positional
+        if not self._fusable():
+            plain: Tensor = pe(emb(ids), offset=offset, positions=positions)
+            return plain
+        batch = ids.shape[0] if ids.dim() == 2 else None
+        where = resolve(ids.shape[-1], offset=offset, positions=positions, batch=batch)
+        vectors = emb._lookup(ids)
+        rows = pe._rows(where, vectors.dtype, vectors.device)
+        # The lookup's result is a fresh tensor that nothing else holds (no hook could
+        # see it) and that the embedding backward does not read: scaling and adding in
+        # place give the unfused pair's values, rounding for rounding, without two
+        # more (B, L, D) allocations.
+        out: Tensor = pe.dropout(vectors.mul_(emb.scale).add_(rows))
+        return out
+
+    def _fusable(self) -> bool:
+        """Whether the in-place path is invisible: no hook, no override, plain children.
+
+        A hook on any child, or a global module hook, could hold the lookup's output
+        or see the children called; then the unfused pair runs instead, call for call.
+        """
+        emb, pe = self.embeddings, self.positional
+        children = (emb, emb.lut, pe, pe.dropout)
+        if (
+            type(emb) is not Embeddings
+            or type(emb.lut) is not nn.Embedding
+            or type(pe) is not PositionalEncoding
+            or type(pe.dropout) is not nn.Dropout
+        ):
+            return False
+        if any(_has_hooks(m) for m in children):
+            return False
+        return not any(getattr(_module, name, None) for name in _GLOBAL_HOOKS)
 
     def _load_from_state_dict(
         self,
@@ -268,3 +258,20 @@ class TokenAndPositionEmbedding(nn.Module):
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
+
+
+_GLOBAL_HOOKS = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+)
+
+
+def _has_hooks(module: nn.Module) -> bool:
+    return bool(
+        module._forward_hooks
+        or module._forward_pre_hooks
+        or module._backward_hooks
+        or module._backward_pre_hooks
+    )

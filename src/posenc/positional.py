@@ -27,84 +27,10 @@ import torch
 from torch import Tensor, nn
 
 from . import _checks
-from .sinusoid import Layout, _check_layout, sinusoidal_table
+from .positions import Positions, resolve
+from .sinusoid import LAYOUTS, Layout, sinusoidal_table
 
-__all__ = ["PositionalEncoding", "positions_from_mask"]
-
-
-def _check_positions_arg(
-    length: int, batch: tuple[int, ...], offset: int | Tensor, positions: Tensor | None
-) -> int | Tensor:
-    """Resolve ``offset``/``positions`` into a start row (int) or a position tensor.
-
-    Returns an int ``start`` for the contiguous rows ``start .. start+L-1``, or an
-    integer tensor of shape ``(L,)`` or ``(B, L)``.
-    """
-    if positions is not None:
-        if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
-            raise ValueError("give either offset or positions, not both")
-        _checks.integer_tensor("positions", positions)
-        if positions.dim() not in (1, 2) or positions.shape[-1] != length:
-            raise ValueError(
-                f"positions must have shape (L,) or (B, L) with L={length}, "
-                f"got shape {tuple(positions.shape)}"
-            )
-        if positions.dim() == 2 and tuple(positions.shape[:1]) != batch:
-            raise ValueError(
-                f"positions of shape {tuple(positions.shape)} need an input of shape "
-                f"(B, L, D) with B={positions.shape[0]}, got a batch shape of {batch}"
-            )
-        return positions
-    if isinstance(offset, Tensor):
-        _checks.integer_tensor("offset", offset, "an int or an integer tensor")
-        if offset.dim() == 0:
-            return offset + torch.arange(length, device=offset.device)
-        if offset.dim() != 1 or tuple(offset.shape) != batch:
-            raise ValueError(
-                f"offset must be an int or a tensor of shape (B,) for an input of batch "
-                f"shape {batch}, got shape {tuple(offset.shape)}"
-            )
-        return offset.unsqueeze(-1) + torch.arange(length, device=offset.device)
-    if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(f"offset must be an int or an integer tensor, got {offset!r:.60}")
-    if offset < 0:
-        raise ValueError(f"offset must be >= 0, got {offset}")
-    return offset
-
-
-def positions_from_mask(mask: Tensor) -> Tensor:
-    """Positions that count real tokens only, for padded batches.
-
-    Token ``t`` of a row gets the number of real tokens before it, so a
-    left-padded or right-padded sequence gets the positions ``0, 1, 2, ...`` it
-    would have unpadded. Pad slots get position 0 (any value would do: they
-    are masked out of attention).
-
-    Args:
-        mask: Bool tensor, True for real tokens and False for padding.
-
-    Returns:
-        ``torch.long`` tensor of the shape of ``mask``.
-
-    Raises:
-        TypeError: ``mask`` is not a bool tensor.
-
-    Shapes:
-        - mask: ``(B, L)`` (or any shape; positions count along the last dimension)
-        - output: same shape as ``mask``
-
-    Example:
-        >>> mask = torch.tensor([[False, False, True, True, True],   # left padding
-        ...                      [True, True, True, False, False]])  # right padding
-        >>> positions_from_mask(mask)
-        tensor([[0, 0, 0, 1, 2],
-                [0, 1, 2, 0, 0]])
-    """
-    if not isinstance(mask, Tensor) or mask.dtype != torch.bool:
-        got = f"dtype {mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
-        raise TypeError(f"mask must be a bool tensor (True = real token), got {got}")
-    counts = mask.cumsum(dim=-1)
-    return (counts - 1).masked_fill(~mask, 0)
+__all__ = ["PositionalEncoding"]
 
 
 class PositionalEncoding(nn.Module):
@@ -195,13 +121,20 @@ class PositionalEncoding(nn.Module):
         endpoint: bool = False,
     ) -> None:
         super().__init__()
-        self.d_model = _checks.positive_int("d_model", d_model)
-        self.max_len = _checks.positive_int("max_len", max_len)
-        self.base = _checks.base(base)
-        self.layout = _check_layout(layout)
-        self.endpoint = bool(endpoint)
+        self.d_model: int = _checks.positive_int("d_model", d_model)
+        self.max_len: int = _checks.positive_int("max_len", max_len)
+        self.base: float = _checks.base(base)
+        self.layout: Layout = _checks.choice("layout", layout, LAYOUTS)
+        self.endpoint: bool = _checks.flag("endpoint", endpoint)
         self.dropout = nn.Dropout(p=_checks.dropout(dropout))
-        self.register_buffer("pe", self._sinusoid(self.max_len).unsqueeze(0), persistent=False)
+        device = torch.empty(0).device  # the default device: "meta" under torch.device("meta")
+        _checks.allocation(
+            (1, max_len, d_model),
+            torch.float32,
+            device,
+            lambda: f"PositionalEncoding(d_model={d_model}, max_len={max_len})'s table",
+        )
+        self.register_buffer("pe", self._sinusoid(max_len, device=device)[None], persistent=False)
 
     def reset_parameters(self) -> None:
         """Recompute :attr:`pe` in place, in its current dtype and device.
@@ -227,8 +160,11 @@ class PositionalEncoding(nn.Module):
             self.pe.copy_(table.unsqueeze(0))
 
     def _apply(self, fn: Any, recurse: bool = True) -> PositionalEncoding:
+        before = self.pe
         super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
-        if self.pe.is_floating_point() and not self.pe.is_meta:
+        # A new tensor (another dtype or device, to_empty) holds converted or undefined
+        # values: derive the table again. The same tensor (a no-op .to()) is kept as is.
+        if self.pe is not before and self.pe.is_floating_point() and not self.pe.is_meta:
             self.reset_parameters()
         return self
 
@@ -265,24 +201,21 @@ class PositionalEncoding(nn.Module):
         *,
         offset: int | Tensor = 0,
         positions: Tensor | None = None,
-        batch: tuple[int, ...] = (),
+        batch: int | None = None,
         dtype: torch.dtype = torch.float32,
-        device: torch.device | None = None,
+        device: torch.device | str | None = None,
     ) -> Tensor:
-        """The rows that :meth:`forward` adds to an input of ``length`` tokens.
+        """The rows that :meth:`forward` adds to an input of ``length`` tokens, as a new tensor.
 
-        Rows come from :attr:`pe` when it covers them and ``dtype`` is no more
-        precise than :attr:`pe` (float64 input to a float32 module, say, or
-        float32 input after ``module.half()``); otherwise they are computed in
-        float64 and rounded once to ``dtype``.
-        Either way the values are the same sinusoid.
+        The result never shares memory with :attr:`pe`: writing into it changes
+        nothing in the module.
 
         Args:
             length: Number of tokens, L.
             offset: Position of the first token: an int, or one per sequence.
             positions: The position of every token; excludes ``offset``.
-            batch: Batch shape of the input, ``(B,)`` or ``()``, to check
-                per-sequence ``offset`` and ``positions`` against.
+            batch: Batch size B of the input, to check per-sequence ``offset``
+                and ``positions`` against; None for an unbatched input.
             dtype: Floating dtype of the result.
             device: Device of the result (default: that of :attr:`pe`).
 
@@ -291,34 +224,38 @@ class PositionalEncoding(nn.Module):
 
         Raises:
             TypeError: ``offset`` or ``positions`` is not integer.
-            ValueError: both are given, a negative int ``offset``, or a shape
-                that does not match ``length`` and ``batch``.
+            ValueError: both are given, or a shape does not match ``length`` and
+                ``batch``.
+
+        Example:
+            >>> pe = PositionalEncoding(4)
+            >>> rows = pe.encoding(2, offset=1)
+            >>> rows
+            tensor([[ 0.8415,  0.5403,  0.0100,  0.9999],
+                    [ 0.9093, -0.4161,  0.0200,  0.9998]])
+            >>> rows.zero_().data_ptr() != pe.pe.data_ptr(), pe.pe[0, 1, 0].item() != 0
+            (True, True)
         """
+        length = _checks.nonnegative_int("length", length)
+        dtype = _checks.floating_dtype("dtype", dtype)
         device = self.pe.device if device is None else torch.device(device)
-        where = _check_positions_arg(length, batch, offset, positions)
-        buffer = self.pe
-        # The buffer holds the table rounded once to its own dtype (see _apply): it
-        # serves dtypes no more precise than that.
-        buffer_ok = torch.finfo(dtype).eps >= torch.finfo(buffer.dtype).eps
-        if isinstance(where, int):
-            if buffer_ok and where + length <= buffer.shape[1]:
-                return buffer[0, where : where + length].to(device=device, dtype=dtype)
-            rows = torch.arange(where, where + length, device=device)
-            return self._sinusoid(rows, dtype, device)
-        # Positions chosen per token. Reading their range costs a device sync and
-        # breaks a compiled graph, so only eager CPU code gathers from the buffer.
-        where = where.to(device)
-        if (
-            buffer_ok
-            and where.device.type == "cpu"
-            and buffer.device.type == "cpu"
-            and where.numel() > 0
-            and not torch.compiler.is_compiling()
-        ):
-            lo, hi = torch.aminmax(where)
-            if lo >= 0 and hi < buffer.shape[1]:
-                return buffer[0][where].to(dtype=dtype)
-        return self._sinusoid(where, dtype, device)
+        where = resolve(length, offset=offset, positions=positions, batch=batch)
+        rows = self._rows(where, dtype, device)
+        shares = rows.untyped_storage().data_ptr() == self.pe.untyped_storage().data_ptr()
+        return rows.clone() if shares else rows
+
+    def _rows(self, where: Positions, dtype: torch.dtype, device: torch.device) -> Tensor:
+        """The table's rows at ``where``, possibly a view of :attr:`pe`: read, never written.
+
+        :attr:`pe` holds the table rounded once to its own dtype (see ``_apply``), so
+        it serves that dtype only; other dtypes, positions it does not hold, and
+        tensor positions that cannot be range-checked for free are computed from
+        float64, with the same values.
+        """
+        table = self.pe
+        if dtype == table.dtype and device == table.device and where.within(table.shape[1]):
+            return where.take(table[0])
+        return self._sinusoid(where.tensor(device), dtype, device)
 
     def forward(
         self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
@@ -329,10 +266,12 @@ class PositionalEncoding(nn.Module):
             x: Token vectors, ``(B, L, D)`` or ``(L, D)``.
             offset: Position of the first token, as an int for all sequences or
                 a ``(B,)`` integer tensor, one per sequence. Token ``t`` then
-                sits at ``offset + t``.
-            positions: Integer tensor ``(L,)`` or ``(B, L)`` with the position
-                of every token, e.g. from :func:`positions_from_mask`. Any
-                integers, also past ``max_len``.
+                sits at ``offset + t``. Any integer: negative positions are the
+                sinusoid's too.
+            positions: Integer tensor ``(L,)`` or ``(B, L)`` (B may be 1) with
+                the position of every token, e.g. from
+                :func:`~posenc.positions_from_mask`. Any integers, also past
+                ``max_len``; any integer dtype.
 
         Returns:
             Tensor of the shape and dtype of ``x``.
@@ -344,23 +283,11 @@ class PositionalEncoding(nn.Module):
                 ``d_model``, both ``offset`` and ``positions`` are given, or
                 their shapes do not match ``x``.
         """
-        _checks.features(x, self.d_model)
-        table = self.encoding(
-            x.shape[-2],
-            offset=offset,
-            positions=positions,
-            batch=tuple(x.shape[:-2]),
-            dtype=x.dtype,
-            device=x.device,
-        )
-        return self._drop(x + table)
-
-    def _drop(self, x: Tensor) -> Tensor:
-        # Eval mode and p = 0 skip the dropout module: it would copy for nothing.
-        if self.training and self.dropout.p > 0.0:
-            out: Tensor = self.dropout(x)
-            return out
-        return x
+        x = _checks.features(x, self.d_model)
+        batch = x.shape[0] if x.dim() == 3 else None
+        where = resolve(x.shape[-2], offset=offset, positions=positions, batch=batch)
+        out: Tensor = self.dropout(x + self._rows(where, x.dtype, x.device))
+        return out
 
     def _load_from_state_dict(
         self,

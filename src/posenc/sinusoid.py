@@ -33,6 +33,7 @@ tensor([[ 0.0000,  1.0000,  0.0000,  1.0000],
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import torch
@@ -45,12 +46,6 @@ __all__ = ["LAYOUTS", "Layout", "inverse_frequencies", "sinusoidal_table"]
 Layout = Literal["interleaved", "concatenated"]
 #: The two column orders of the sinusoid in use.
 LAYOUTS: tuple[Layout, ...] = ("interleaved", "concatenated")
-
-
-def _check_layout(layout: object) -> Layout:
-    if layout not in LAYOUTS:
-        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
-    return layout
 
 
 def inverse_frequencies(
@@ -90,24 +85,11 @@ def inverse_frequencies(
     """
     d_model = _checks.positive_int("d_model", d_model)
     base = _checks.base(base)
+    endpoint = _checks.flag("endpoint", endpoint)
     pairs = (d_model + 1) // 2
     k = torch.arange(pairs, dtype=torch.float64, device=device)
     span = max(pairs - 1, 1) if endpoint else d_model / 2
     return torch.pow(base, -k / span)
-
-
-def _positions_tensor(positions: int | Tensor, device: torch.device | str | None) -> Tensor:
-    if isinstance(positions, Tensor):
-        _checks.integer_tensor("positions", positions, "an int or an integer tensor")
-        return positions.to(device=device) if device is not None else positions
-    if isinstance(positions, bool) or not isinstance(positions, int):
-        raise TypeError(
-            "positions must be an int or an integer tensor, "
-            f"got {type(positions).__name__} {positions!r}"
-        )
-    if positions < 0:
-        raise ValueError(f"positions must be a length >= 0 when given as an int, got {positions}")
-    return torch.arange(positions, dtype=torch.int64, device=device)
 
 
 def sinusoidal_table(
@@ -182,25 +164,48 @@ def sinusoidal_table(
         True
     """
     d_model = _checks.positive_int("d_model", d_model)
-    layout = _check_layout(layout)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating dtype, got {dtype!r}")
-    pos = _positions_tensor(positions, device)
-    out_device = pos.device
+    layout = _checks.choice("layout", layout, LAYOUTS)
+    dtype = _checks.floating_dtype("dtype", dtype)
+    base, endpoint = _checks.base(base), _checks.flag("endpoint", endpoint)
+    if isinstance(positions, Tensor):
+        pos: Tensor | None = _checks.integer_tensor(
+            "positions", positions, "an int or an integer tensor"
+        )
+        shape = tuple(positions.shape)
+        out_device = torch.device(device) if device is not None else positions.device
+    elif isinstance(positions, bool) or not isinstance(positions, int):
+        raise TypeError(
+            "positions must be an int or an integer tensor, "
+            f"got {type(positions).__name__} {positions!r:.60}"
+        )
+    else:
+        pos = None
+        shape = (_checks.nonnegative_int("positions (a length, as an int)", positions),)
+        out_device = torch.device(device) if device is not None else torch.device("cpu")
+
+    def what() -> str:
+        return f"a sinusoidal table of {math.prod(shape)} positions × d_model={d_model}"
+
+    _checks.allocation((*shape, d_model), dtype, out_device, what)
     # float64 is the working precision; MPS (and any device without it) works on the CPU.
     work_device = torch.device("cpu") if out_device.type == "mps" else out_device
     freqs = inverse_frequencies(d_model, base=base, endpoint=endpoint, device=work_device)
-    pos = pos.to(work_device)
-    rows = max(1, _CHUNK // freqs.numel())
-    if pos.numel() <= rows:
-        table = _rows(pos, freqs, layout, d_model)
-        return table.to(device=out_device, dtype=dtype)
-    # Large tables: float64 work in slices, so the temporaries stay small.
-    flat = pos.reshape(-1)
-    out = torch.empty(flat.numel(), d_model, dtype=dtype, device=work_device)
-    for start in range(0, flat.numel(), rows):
-        out[start : start + rows] = _rows(flat[start : start + rows], freqs, layout, d_model)
-    return out.reshape(*pos.shape, d_model).to(device=out_device)
+    n = math.prod(shape)
+    flat = pos.reshape(-1).to(work_device) if pos is not None else None
+
+    def rows(start: int, stop: int) -> Tensor:
+        p = flat[start:stop] if flat is not None else torch.arange(start, stop, device=work_device)
+        return _rows(p, freqs, layout, d_model)
+
+    step = max(1, _CHUNK // freqs.numel())
+    if n <= step:
+        return rows(0, n).reshape(*shape, d_model).to(device=out_device, dtype=dtype)
+    # Large tables: float64 work in slices, so the temporaries stay small; the positions
+    # of an int length are made slice by slice too.
+    out = _checks.empty((n, d_model), dtype, work_device, what)
+    for start in range(0, n, step):
+        out[start : start + step] = rows(start, min(start + step, n))
+    return out.reshape(*shape, d_model).to(device=out_device)
 
 
 # Angles per float64 slice of a large table: 32 MB of temporaries per array.
