@@ -1,4 +1,4 @@
-"""Sessions: tests, doctests, lint, docs, browser, bench; dependencies live in pyproject."""
+"""Sessions: tests, doctests, peers, lint, docs, browser, bench; dependencies live in pyproject."""
 
 from __future__ import annotations
 
@@ -34,6 +34,13 @@ def doctests(session: nox.Session) -> None:
     """The docstring examples and the README example only."""
     install(session, "test")
     session.run("pytest", "src/posenc", "README.md", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def peers(session: nox.Session) -> None:
+    """Golden tests against the peer libraries' own functions (tests/peers/), in their own venv."""
+    install(session, "peers")
+    session.run("pytest", "-v", "tests/peers", *session.posargs, env={"POSENC_PEERS": "1"})
 
 
 @nox.session(reuse_venv=True)
