@@ -85,6 +85,6 @@ def browser(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def bench(session: nox.Session) -> None:
-    """Input-layer timings as ratios to the memory floor and to a baseline (not a test)."""
+    """Every timing (input layer, table, RoPE) against its floor, both allocators; --save."""
     install(session, "bench")
-    session.run("python", "benchmarks/bench_input_layer.py", *session.posargs)
+    session.run("python", "benchmarks/bench.py", *session.posargs)

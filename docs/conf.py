@@ -21,7 +21,7 @@ import posenc
 matplotlib.use("agg")
 
 HERE = Path(__file__).parent.resolve()
-sys.path.insert(0, str(HERE / "_ext"))  # gallery_hooks, named by string below
+sys.path.insert(0, str(HERE / "_ext"))  # gallery_hooks and bench_results, named by string
 
 # -- Project ------------------------------------------------------------------
 project = "posenc"
@@ -38,6 +38,7 @@ extensions = [
     "sphinx.ext.viewcode",
     "sphinx_copybutton",
     "sphinx_gallery.gen_gallery",
+    "bench_results",  # _ext/: the saved benchmark run as tables
 ]
 
 root_doc = "index"

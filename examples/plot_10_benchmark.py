@@ -1,63 +1,105 @@
 """
-Speed of the input layer
-========================
+Speed of the input layer, measured here
+=======================================
 
-The input layer turns token ids into a (B, L, D) tensor, so it cannot be faster
-than writing one: the benchmark's floor is one out-of-place ``a + b`` of two
-(B, L, D) tensors. This script draws the medians that ``nox -s bench`` saved in
-``benchmarks/results/``, as multiples of that floor, next to an
-Annotated-Transformer-style baseline measured in the same run.
+An input layer turns token ids into a (B, L, D) tensor. The least it can do is
+look the rows up (``embedding``) and add the positions' rows once, with one
+out-of-place add: that is the floor. This script times the floor, an
+Annotated-Transformer-style pair of modules and posenc's
+:class:`~posenc.TokenAndPositionEmbedding` on a small batch, on the machine that
+runs it, and draws each as a multiple of the floor. It needs nothing but torch,
+matplotlib and posenc, and takes a few seconds; the :ref:`guide-performance`
+page shows a full run of ``nox -s bench`` at training size.
 """
 
 # %%
-# The saved run: one row per candidate, dtype and mode, each a median of
-# interleaved rounds. Rerun ``nox -s bench -- --save benchmarks/results/NAME``
-# to measure your own machine.
-import json
-from pathlib import Path
+# The candidates, for one dtype: each returns the same (B, L, D) tensor. The
+# baseline follows the Annotated Transformer: the lookup, a multiplication by
+# ``sqrt(d_model)`` and the addition of the table, each into a new tensor.
+import math
+import statistics
+import time
 
 import matplotlib.pyplot as plt
+import torch
+from torch.nn.functional import embedding
 
-try:
-    here = Path(__file__).resolve().parent
-except NameError:  # run cell by cell
-    here = Path.cwd()
-results = here.parent / "benchmarks" / "results" / "cpu-2threads.json"
-run = json.loads(results.read_text())
-print(f"torch {run['torch']}, {run['threads']} threads, measured {run['date']}")
+from posenc import TokenAndPositionEmbedding, sinusoidal_table
 
-cases = ["floor", "baseline", "pair", "fused", "compiled"]
-labels = [
-    "a + b\n(floor)",
-    "baseline\npair",
-    "Embeddings →\nPositionalEncoding",
-    "fused,\neager",
-    "fused,\ncompiled",
-]
-panels = [(d, m) for m in ("inference", "train") for d in ("float32", "bfloat16")]
-for dtype, mode in panels:
-    rows = {r["case"]: r for r in run["rows"] if r["dtype"] == dtype and r["mode"] == mode}
-    ratios = ", ".join(f"{c} {rows[c]['vs_floor']:.2f}" for c in cases)
-    print(f"{dtype:>8} {mode:>9}: × floor: {ratios}")
+B, L, D, VOCAB = 8, 256, 512, 8_000
+ids = torch.randint(0, VOCAB, (B, L))
+
+
+def candidates(dtype):
+    layer = TokenAndPositionEmbedding(D, VOCAB).to(dtype).eval()
+    weight = layer.embeddings.lut.weight.detach()
+    table = sinusoidal_table(L, D, dtype=dtype)
+
+    def baseline():
+        return embedding(ids, weight) * math.sqrt(D) + table
+
+    return {
+        "floor": lambda: embedding(ids, weight) + table,
+        "baseline": baseline,
+        "posenc": lambda: layer(ids),
+    }
+
 
 # %%
-# Bars are multiples of the floor (lower is better); the dashed line is the
-# floor, the dotted one the eager target of 1.25.
-fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharey="row", facecolor="white")
-colors = ["#9e9e9e", "#d62728", "#ff7f0e", "#1f77b4", "#2ca02c"]
-for ax, (dtype, mode) in zip(axes.flat, panels, strict=True):
-    rows = {r["case"]: r for r in run["rows"] if r["dtype"] == dtype and r["mode"] == mode}
-    values = [rows[c]["vs_floor"] for c in cases]
-    bars = ax.bar(range(len(cases)), values, color=colors)
-    ax.bar_label(bars, fmt="%.2f", fontsize=8)
-    ax.axhline(1.0, color="black", linestyle="--", linewidth=1)
-    if mode == "inference":
-        ax.axhline(1.25, color="black", linestyle=":", linewidth=1)
-    ax.set_xticks(range(len(cases)), labels, fontsize=7)
-    what = "forward, inference mode" if mode == "inference" else "forward + backward"
-    ax.set_title(f"{dtype}, {what}", fontsize=10)
-    ax.set_ylabel("time / floor")
-    ax.set_facecolor("white")
-fig.suptitle(f"Input layer, B=32, L=512, D=512, vocab 32000 ({run['threads']} CPU threads)")
-fig.tight_layout()
+# Timing. Every candidate runs once per round, in turn, so that a busy moment of
+# the machine is shared; before each call a 64 MiB buffer is written, so that no
+# call finds the previous one's data in the cache. A figure is the median of the
+# rounds, each round the median of a few calls.
+flush = torch.empty(16 * 2**20)
+
+
+def measure(runs, rounds=7, calls=5):
+    times = {name: [] for name in runs}
+    with torch.inference_mode():
+        for run in runs.values():
+            run()
+        for _ in range(rounds):
+            for name, run in runs.items():
+                per_call = []
+                for _ in range(calls):
+                    flush.fill_(1.0)
+                    start = time.perf_counter()
+                    run()
+                    per_call.append(time.perf_counter() - start)
+                times[name].append(statistics.median(per_call))
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+dtypes = [torch.float32, torch.bfloat16]
+results = {dtype: measure(candidates(dtype)) for dtype in dtypes}
+print(f"B={B}, L={L}, D={D}, vocab {VOCAB}; {torch.get_num_threads()} threads")
+for dtype, medians in results.items():
+    floor = medians["floor"]
+    line = ", ".join(
+        f"{name} {ms * 1e3:.2f} ms ({ms / floor:.2f}x)" for name, ms in medians.items()
+    )
+    print(f"{str(dtype).removeprefix('torch.'):>8}: {line}")
+
+# %%
+# Each bar is a time divided by the floor's, measured in the same run: below the
+# dashed line is faster than the floor. posenc's eager layer makes one fresh
+# output where the floor makes two, and in bfloat16 one more elementwise pass
+# (the scaled embedding is rounded before the table is added, as the unfused
+# modules round it).
+names = {"floor": "floor:\nlookup + add", "baseline": "Annotated-\nTransformer pair",
+         "posenc": "posenc, eager"}  # fmt: skip
+fig, axes = plt.subplots(1, 2, figsize=(7.4, 3.6), sharey=True, layout="constrained")
+for ax, dtype in zip(axes, dtypes, strict=True):
+    medians = results[dtype]
+    ratios = [medians[name] / medians["floor"] for name in names]
+    bars = ax.bar(range(len(names)), ratios, color=["#9e9e9e", "#d62728", "#1f77b4"])
+    ax.bar_label(bars, fmt="%.2f", fontsize=10)
+    ax.axhline(1.0, color="black", linestyle="--", linewidth=1, label="floor (= 1)")
+    ax.set_xticks(range(len(names)), list(names.values()), fontsize=10)
+    ax.set_title(str(dtype).removeprefix("torch."), fontsize=11)
+    ax.tick_params(axis="y", labelsize=10)
+    ax.set_ylim(0, max(ratios) * 1.2)
+axes[0].set_ylabel("time / floor (lower is faster)", fontsize=10)
+axes[0].legend(loc="upper left", fontsize=10)
+fig.suptitle(f"Input layer, B={B}, L={L}, D={D}, measured on this machine", fontsize=12)
 plt.show()

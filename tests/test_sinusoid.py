@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import mpmath
 import numpy as np
 import pytest
 import torch
@@ -282,3 +283,184 @@ def test_table_is_bounded_by_one(positions: list[int], d_model: int) -> None:
     assert table.shape == (len(positions), d_model)
     assert bool(torch.isfinite(table).all())
     assert float(table.abs().max()) <= 1.0
+
+
+# --- the error bound, in exact arithmetic (docs: Precision, "its error bound") ---------------
+
+mpmath.mp.prec = 120
+U = 2.0**-53  # float64 unit roundoff
+FLOAT64_BOUND = 29.3 * U  # the float64 entry against the exact value, |position| < 2**31
+FLOAT32_BOUND = 2.0**-25 + FLOAT64_BOUND
+
+
+def exact_frequency(k: int, d_model: int, base: float = 10_000.0, endpoint: bool = False):
+    """ω_k = base ** (-2k / d_model), or base ** (-k / (K - 1)) with endpoint (K pairs)."""
+    pairs = (d_model + 1) // 2
+    exponent = mpmath.mpf(k) / (pairs - 1) if endpoint else mpmath.mpf(2 * k) / d_model
+    return mpmath.power(mpmath.mpf(base), -exponent)
+
+
+def exact_entry(position: int, column: int, d_model: int) -> mpmath.mpf:
+    """Column j of the sinusoid: sin (even j) or cos (odd j) of position * ω_{j // 2}."""
+    angle = position * exact_frequency(column // 2, d_model)
+    return mpmath.sin(angle) if column % 2 == 0 else mpmath.cos(angle)
+
+
+def nearest_float32(value: mpmath.mpf) -> float:
+    guess = np.float32(float(value))
+    around = (np.nextafter(guess, np.float32(-2)), guess, np.nextafter(guess, np.float32(2)))
+    return float(min(around, key=lambda f: abs(mpmath.mpf(float(f)) - value)))
+
+
+def straightforward_fp32(positions: list[int], d_model: int) -> np.ndarray:
+    """The usual float64 method, as posenc computed the table before: ``torch.pow``
+    frequencies, one float64 angle per entry, its float64 sin or cos, rounded to float32."""
+    k = torch.arange((d_model + 1) // 2, dtype=torch.float64)
+    freqs = torch.pow(10_000.0, -k / (d_model / 2))
+    angles = torch.tensor(positions, dtype=torch.float64)[:, None] * freqs
+    table = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).flatten(-2)
+    return table[:, :d_model].float().numpy()
+
+
+# Found by tests/hard_positions.py over the whole 2**20 x 512 table: (position, column).
+# Where posenc's float32 table is farthest from the exact value (its exact value lies
+# within ~1e-15 of a float32 rounding midpoint):
+HARDEST_FOR_POSENC = [(0, 0)]
+# Where one float64 angle per entry rounds to the wrong float32 neighbour, by the most:
+HARDEST_FOR_ONE_ANGLE = [(916927, 17)]
+
+
+@pytest.mark.parametrize(("position", "column"), HARDEST_FOR_POSENC + HARDEST_FOR_ONE_ANGLE)
+def test_fp32_entry_within_the_proven_bound_at_the_hardest_entries(
+    position: int, column: int
+) -> None:
+    got = sinusoidal_table(torch.tensor([position]), 512)[0, column].item()
+    exact = exact_entry(position, column, 512)
+    error = float(abs(mpmath.mpf(got) - exact))
+    assert error <= FLOAT32_BOUND < 3e-8
+    wide = sinusoidal_table(torch.tensor([position]), 512, dtype=torch.float64)[0, column]
+    assert float(abs(mpmath.mpf(wide.item()) - exact)) <= FLOAT64_BOUND
+
+
+@pytest.mark.parametrize(("position", "column"), HARDEST_FOR_ONE_ANGLE)
+def test_one_float64_angle_per_entry_breaks_that_bound(position: int, column: int) -> None:
+    """The bound has teeth: the straightforward float64 method rounds these the wrong way."""
+    exact = exact_entry(position, column, 512)
+    theirs = float(straightforward_fp32([position], 512)[0, column])
+    ours = sinusoidal_table(torch.tensor([position]), 512)[0, column].item()
+    assert theirs != nearest_float32(exact)
+    assert float(abs(mpmath.mpf(theirs) - exact)) > FLOAT32_BOUND
+    assert ours == nearest_float32(exact)
+
+
+def test_the_float32_table_against_one_float64_angle_per_entry() -> None:
+    """The two methods agree but where the straightforward one rounds the wrong way.
+
+    Over the last 2048 positions below 2**20, the two differ in few entries, by at most
+    one float32 ulp of a value near 1 (more ulps of values near 0, where the
+    straightforward method's angle error of ~1e-10 spans several), and wherever they
+    differ, posenc's entry is the float32 number nearest to the exact value.
+    """
+    positions = list(range(2**20 - 2048, 2**20))
+    ours = sinusoidal_table(torch.tensor(positions), 512).numpy()
+    theirs = straightforward_fp32(positions, 512)
+    differ = np.argwhere(ours != theirs)
+    print(f"\n{len(differ)} of {ours.size} entries differ")
+    assert 0 < len(differ) < 1e-3 * ours.size
+    assert np.abs(ours - theirs).max() <= 2.0**-24
+    for row, column in differ.tolist():
+        exact = exact_entry(positions[row], column, 512)
+        assert float(ours[row, column]) == nearest_float32(exact)
+
+
+@pytest.mark.parametrize("d_model", [21, 512, 768])
+def test_float64_table_within_its_bound_up_to_2_pow_31(d_model: int) -> None:
+    positions = [0, 1, 1023, 1024, 1025, -1025, 916927, 2**20, 2**24 + 3, 2**31 - 1, -(2**31 - 1)]
+    wanted = {0, 1, 2, 3, 17, 34, 35, d_model // 2, d_model - 2, d_model - 1}
+    columns = sorted(wanted & set(range(d_model)))
+    table = sinusoidal_table(torch.tensor(positions), d_model, dtype=torch.float64)
+    for row, position in enumerate(positions):
+        for column in columns:
+            exact = exact_entry(position, column, d_model)
+            assert float(abs(mpmath.mpf(table[row, column].item()) - exact)) <= FLOAT64_BOUND
+
+
+@pytest.mark.parametrize(
+    ("d_model", "base", "endpoint"),
+    [(512, 10_000.0, False), (20, 10_000.0, False), (21, 10_000.0, False),
+     (768, 10_000.0, False), (768, 10_000.0, True), (64, 500_000.0, False), (8, 1.0001, True)],
+)  # fmt: skip
+def test_inverse_frequencies_are_correctly_rounded(
+    d_model: int, base: float, endpoint: bool
+) -> None:
+    got = inverse_frequencies(d_model, base=base, endpoint=endpoint).tolist()
+    for k, w in enumerate(got):
+        exact = exact_frequency(k, d_model, base, endpoint)
+        assert abs(mpmath.mpf(w) - exact) <= math.ulp(w) / 2
+
+
+def test_torch_pow_frequencies_are_not() -> None:
+    """The previous frequencies, pow of a rounded exponent, are off by several ulps here."""
+    k = torch.arange(384, dtype=torch.float64)
+    pow_freqs = torch.pow(10_000.0, -k / 384).tolist()
+    worst = max(
+        float(abs(mpmath.mpf(w) - exact_frequency(i, 768)) / math.ulp(w))
+        for i, w in enumerate(pow_freqs)
+    )
+    assert worst > 2
+
+
+# --- every entry is a function of its position and column alone ------------------------------
+
+
+@pytest.mark.parametrize(("d_model", "n"), [(21, 30_000), (513, 20_000)])
+def test_rows_do_not_depend_on_which_rows_share_the_call(d_model: int, n: int) -> None:
+    """In float64, where no final rounding could hide a difference: one call for a length,
+    for shuffled positions with repeats, in other pieces, one row at a time."""
+    table = sinusoidal_table(n, d_model, dtype=torch.float64)
+    order = torch.randperm(n)
+    shuffled = sinusoidal_table(torch.cat([order, order[:77]]), d_model, dtype=torch.float64)
+    assert torch.equal(shuffled[:n], table[order])
+    assert torch.equal(shuffled[n:], table[order[:77]])
+    some = [0, 1, 1023, 1024, n // 2, n - 1]
+    for p in some:
+        row = sinusoidal_table(torch.tensor([p]), d_model, dtype=torch.float64)[0]
+        assert torch.equal(row, table[p])
+
+
+def test_negative_positions_mirror_positive_ones_exactly() -> None:
+    positions = torch.tensor([1, 3, 1023, 1024, 1025, 916_927, 2**20, 2**30 + 12_345])
+    plus = sinusoidal_table(positions, 64, dtype=torch.float64)
+    minus = sinusoidal_table(-positions, 64, dtype=torch.float64)
+    assert torch.equal(minus[:, 0::2], -plus[:, 0::2])
+    assert torch.equal(minus[:, 1::2], plus[:, 1::2])
+
+
+# --- float16 and bfloat16: rounded once ------------------------------------------------------
+
+
+def correctly_rounded(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Each float64 value to the nearest ``dtype`` number, with no float32 step.
+
+    The candidates are ``values.to(dtype)`` and its neighbour on the other side of the
+    value; both are exact in float64, and so are the distances to them.
+    """
+    first = values.to(dtype)
+    up, down = torch.full_like(first, 2), torch.full_like(first, -2)
+    other = torch.where(
+        first.double() < values, torch.nextafter(first, up), torch.nextafter(first, down)
+    )
+    closer = (other.double() - values).abs() < (first.double() - values).abs()
+    return torch.where(closer, other, first)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_tables_are_rounded_once(dtype: torch.dtype) -> None:
+    """PyTorch's own float64 -> float16/bfloat16 conversion goes through float32 and rounds
+    some values twice; the table does not."""
+    wide = sinusoidal_table(8192, 64, dtype=torch.float64)
+    expected = correctly_rounded(wide, dtype)
+    twice = (wide.to(dtype) != expected).sum().item()
+    print(f"\n{dtype}: {twice} of {wide.numel()} entries rounded twice by .to()")
+    assert twice > 0  # the check below has something to catch
+    assert torch.equal(sinusoidal_table(8192, 64, dtype=dtype), expected)

@@ -12,9 +12,11 @@ Every module of posenc calls :func:`sinusoidal_table`; none re-derives the formu
 
 Precision is the point of this file. Positions stay integers (``int64``) until
 the last step; frequencies, angles, ``sin`` and ``cos`` are computed in
-``float64`` and rounded once to the requested dtype. A table computed in float32
-instead (as most implementations do) carries the float32 rounding of the angle,
-which grows with the position:
+``float64`` and rounded once to the requested dtype, and every float32 entry is
+within 3e-8 of the exact value for every position below 2**31 (the user guide's
+Precision page proves it). A table computed in float32 instead (as most
+implementations do) carries the float32 rounding of the angle, which grows with
+the position:
 
 >>> import torch
 >>> from posenc import sinusoidal_table
@@ -33,7 +35,10 @@ tensor([[ 0.0000,  1.0000,  0.0000,  1.0000],
 
 from __future__ import annotations
 
+import decimal
+import functools
 import math
+from collections.abc import Iterator
 from typing import Literal
 
 import torch
@@ -63,6 +68,12 @@ def inverse_frequencies(
     fairseq's spacing, whose slowest frequency is exactly ``1 / base``). Either
     way the wavelengths ``2π / ω_k`` grow geometrically from ``2π``.
 
+    Each frequency is the float64 number nearest to the exact power (computed
+    with Python's ``decimal`` module, whose ``ln`` and ``exp`` are correctly
+    rounded, then rounded once): ``torch.pow`` in float64 is up to a few units
+    in the last place off when the exponent ``k / (d_model / 2)`` is not a binary
+    fraction, and at position 10^6 every such unit moves the angle by 1e-10.
+
     Args:
         d_model: Width of the table; ``ceil(d_model / 2)`` pairs (an odd
             ``d_model`` drops the last cosine column).
@@ -86,10 +97,8 @@ def inverse_frequencies(
     d_model = _checks.positive_int("d_model", d_model)
     base = _checks.base(base)
     endpoint = _checks.flag("endpoint", endpoint)
-    pairs = (d_model + 1) // 2
-    k = torch.arange(pairs, dtype=torch.float64, device=device)
-    span = max(pairs - 1, 1) if endpoint else d_model / 2
-    return torch.pow(base, -k / span)
+    freqs, _, _ = _frequencies(d_model, base, endpoint)
+    return torch.tensor(freqs, dtype=torch.float64, device=device)
 
 
 def sinusoidal_table(
@@ -106,8 +115,11 @@ def sinusoidal_table(
 
     With the defaults, column ``j`` holds ``sin`` (even ``j``) or ``cos`` (odd
     ``j``) of ``pos * base ** (-2 * (j // 2) / d_model)``: the paper's
-    interleaved layout, defined for every ``d_model >= 1``. The angles and their
-    sines are computed in float64 and rounded once to ``dtype``.
+    interleaved layout, defined for every ``d_model >= 1``. The sines and
+    cosines are computed in float64 (by angle addition; the user guide's
+    Precision page proves the bound) and rounded once to ``dtype``: a float32
+    entry is within half a float32 ulp plus 3.3e-15 of the exact value, under
+    3e-8, at every position below 2**31.
 
     ``layout`` and ``endpoint`` select the conventions of other libraries
     (the user guide's Conventions page lists them): ``"concatenated"`` puts the ``ceil(D/2)``
@@ -189,23 +201,217 @@ def sinusoidal_table(
     _checks.allocation((*shape, d_model), dtype, out_device, what)
     # float64 is the working precision; MPS (and any device without it) works on the CPU.
     work_device = torch.device("cpu") if out_device.type == "mps" else out_device
-    freqs = inverse_frequencies(d_model, base=base, endpoint=endpoint, device=work_device)
     n = math.prod(shape)
-    flat = pos.reshape(-1).to(work_device) if pos is not None else None
-
-    def rows(start: int, stop: int) -> Tensor:
-        p = flat[start:stop] if flat is not None else torch.arange(start, stop, device=work_device)
-        return _rows(p, freqs, layout, d_model)
-
-    step = max(1, _CHUNK // freqs.numel())
-    if n <= step:
-        return rows(0, n).reshape(*shape, d_model).to(device=out_device, dtype=dtype)
-    # Large tables: float64 work in slices, so the temporaries stay small; the positions
-    # of an int length are made slice by slice too.
+    if n == 0:
+        return torch.empty((*shape, d_model), dtype=dtype, device=out_device)
+    # The frequencies are constants of the configuration. torch.compile may trace a float
+    # attribute as a symbol: its exact ratio of integers makes it a constant again.
+    numerator, denominator = base.as_integer_ratio()
+    constants = _frequencies(d_model, numerator / denominator, endpoint)
+    freqs = _Frequencies(constants, work_device)
+    if pos is None:
+        # Whole blocks of rows per piece, as many as fit in _PIECE cells.
+        blocks_per_piece = max(1, _PIECE // (_BLOCK * freqs.pairs))
+        one_piece = n <= blocks_per_piece * _BLOCK
+        pieces = _pieces_of_range(n, blocks_per_piece, freqs, layout, d_model)
+    else:
+        # Tables a forward pass computes on the fly are one piece: no loop, so that a traced
+        # graph holds for every length.
+        one_piece = n * freqs.pairs <= _ONE_PIECE
+        rows_per_piece = n if one_piece else max(1, _PIECE // freqs.pairs)
+        flat = pos.reshape(-1).to(device=work_device, dtype=torch.int64)
+        pieces = _pieces_of_positions(flat, rows_per_piece, freqs, layout, d_model)
+    if one_piece:
+        _, table = next(pieces)
+        return _round(table, dtype).reshape(*shape, d_model).to(device=out_device)
     out = _checks.empty((n, d_model), dtype, work_device, what)
-    for start in range(0, n, step):
-        out[start : start + step] = rows(start, min(start + step, n))
+    for start, piece in pieces:
+        out[start : start + piece.shape[0]] = _round(piece, dtype)
     return out.reshape(*shape, d_model).to(device=out_device)
+
+
+# -- How the table is computed --------------------------------------------------------------
+#
+# Angle addition. A position p is split as p = q·B + r with B = 2**10 and |r| < B (q and r
+# of the sign of p), so that sin(p·ω) and cos(p·ω) come from the sin and cos of the block
+# angle q·B·ω and of the in-block angle r·ω by one rotation:
+#
+#     sin(a + b) = sin a · cos b + cos a · sin b,    cos(a + b) = cos a · cos b − sin a · sin b.
+#
+# The sin and cos of one block angle per B positions and of the B in-block angles are
+# computed once; every entry then costs two float64 products and two multiply-adds, and
+# one rounding to the output dtype, instead of a float64 sin or cos.
+#
+# Each factor comes from an exact angle. ω is held as head + tail: the head is ω's float64
+# value cut to 32 significant bits, the tail the rest of the exact ω (to 2**-83·ω), so that
+# s·head is exact for the steps s used here (s = q·B with |q| < 2**21, or s = r < B), and
+# the small s·tail is rounded once; a factor is one rotation of sin/cos(s·head) by that
+# small angle. The docs' Precision page proves the error bound from this.
+#
+# The factors are kept as float64 pairs in the output's column order, so that one
+# multiplication and one addcmul produce a whole block of rows:
+#     X = [sin a, cos a], X' = [cos a, sin a], Y1 = [cos b, cos b], Y2 = [sin b, −sin b],
+#     X·Y1 + X'·Y2 = [sin(a + b), cos(a + b)].
+# Every entry is computed by the same operations from the same factors whatever else is
+# computed with it (elementwise operations, an addcmul that fuses or not alike on every
+# element), so a row does not depend on which other rows share its call.
+
+_BLOCK_BITS = 10
+_BLOCK = 1 << _BLOCK_BITS
+_HEAD_BITS = 32
+# A table of up to this many (row, pair) cells is computed in one piece (and traced as one
+# piece by torch.compile); larger ones in pieces of _PIECE cells, written into the output.
+_ONE_PIECE = 1 << 22
+_PIECE = 1 << 18
+
+
+Constants = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+
+
+@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+def _frequencies(d_model: int, base: float, endpoint: bool) -> Constants:
+    """``(freqs, heads, tails)``: constants of the configuration, for torch.compile too."""
+    return _frequencies_cached(d_model, base, endpoint)
+
+
+@functools.lru_cache(maxsize=64)
+def _frequencies_cached(d_model: int, base: float, endpoint: bool) -> Constants:
+    pairs = (d_model + 1) // 2
+    # ω_k = base ** (-k / span) = exp(-k·ln(base) / span), span = d_model / 2 or pairs - 1,
+    # to 40 digits (ln and exp correctly rounded), then rounded once to float64.
+    numerator, denominator = (1, max(pairs - 1, 1)) if endpoint else (2, d_model)
+    context = decimal.Context(prec=40)
+    log_base = context.ln(decimal.Decimal(base))
+    exact = [
+        context.exp(context.divide(context.multiply(-numerator * k, log_base), denominator))
+        for k in range(pairs)
+    ]
+    freqs = tuple(float(w) for w in exact)
+    heads = tuple(_head(w) for w in freqs)
+    # The tail carries ω beyond float64: head + tail is within 2**-83·ω of ω.
+    tails = tuple(
+        float(context.subtract(w, decimal.Decimal(h))) for w, h in zip(exact, heads, strict=True)
+    )
+    return freqs, heads, tails
+
+
+def _head(w: float) -> float:
+    """``w`` cut to its leading _HEAD_BITS significant bits (exactly: scalings by 2**k)."""
+    mantissa, exponent = math.frexp(w)
+    return math.ldexp(float(math.floor(math.ldexp(mantissa, _HEAD_BITS))), exponent - _HEAD_BITS)
+
+
+class _Frequencies:
+    """The float64 heads and tails of one table's frequencies, on its working device."""
+
+    def __init__(self, constants: Constants, device: torch.device) -> None:
+        _, heads, tails = constants
+        self.heads = torch.tensor(heads, dtype=torch.float64, device=device)
+        self.tails = torch.tensor(tails, dtype=torch.float64, device=device)
+        self.pairs: int = len(heads)
+
+    def turns(self, steps: Tensor) -> tuple[Tensor, Tensor]:
+        """Sin and cos of ``steps · ω`` for integer ``steps`` (…,), each (…, pairs), float64.
+
+        The angle is ``|s|·head`` (exact) plus ``|s|·tail`` (small, rounded once), joined
+        by one rotation; negative steps mirror the positive ones (sin odd, cos even).
+        """
+        magnitude = steps.abs().to(torch.float64).unsqueeze(-1)
+        big, small = magnitude * self.heads, magnitude * self.tails
+        sin_big, cos_big = torch.sin(big), torch.cos(big)
+        sin_small, cos_small = torch.sin(small), torch.cos(small)
+        sin = torch.mul(sin_big, cos_small).addcmul_(cos_big, sin_small)
+        cos = torch.mul(cos_big, cos_small).addcmul_(sin_big, sin_small, value=-1)
+        return torch.where(steps.unsqueeze(-1) < 0, -sin, sin), cos
+
+
+Factors = tuple[Tensor, Tensor]
+
+
+def _pairs(layout: Layout, first: Tensor, second: Tensor) -> Tensor:
+    """``first`` and ``second`` (…, pairs) side by side in the layout's column order."""
+    return torch.stack((first, second), dim=-1 if layout == "interleaved" else -2)
+
+
+def _block_factors(layout: Layout, sin: Tensor, cos: Tensor) -> Factors:
+    """``[sin a, cos a]`` and ``[cos a, sin a]``."""
+    return _pairs(layout, sin, cos), _pairs(layout, cos, sin)
+
+
+def _fine_factors(layout: Layout, sin: Tensor, cos: Tensor) -> Factors:
+    """``[cos b, cos b]`` and ``[sin b, -sin b]``."""
+    return _pairs(layout, cos, cos), _pairs(layout, sin, -sin)
+
+
+def _rotate(block: Factors, fine: Factors, d_model: int) -> Tensor:
+    """Rows ``[sin(a + b), cos(a + b)]`` (…, d_model), float64, from broadcastable factors."""
+    rows = torch.mul(block[0], fine[0])
+    rows.addcmul_(block[1], fine[1])
+    return rows.flatten(-2)[..., :d_model]
+
+
+def _round(table: Tensor, dtype: torch.dtype) -> Tensor:
+    """The float64 ``table`` rounded once to ``dtype``.
+
+    PyTorch converts float64 to float16 and bfloat16 through float32, rounding twice:
+    a value just past a midpoint of the narrow type can land on it in float32 and then
+    round the wrong way. Rounding to float32 *to odd* first (an inexact result keeps an
+    odd last bit) makes the second rounding the only one (Boldo and Melquiond, 2008).
+    """
+    if dtype.itemsize >= 4:
+        return table.to(dtype)
+    wide = table.to(torch.float32).contiguous()
+    low = wide.to(torch.float64)
+    odd = (wide.view(torch.int32) & 1).bool()
+    toward = torch.where(table > low, math.inf, -math.inf).to(torch.float32)
+    wide = torch.where((low != table) & ~odd, torch.nextafter(wide, toward), wide)
+    return wide.to(dtype)
+
+
+def _pieces_of_range(
+    n: int, blocks_per_piece: int, freqs: _Frequencies, layout: Layout, d_model: int
+) -> Iterator[tuple[int, Tensor]]:
+    """``(first row, float64 rows)`` covering positions ``0 .. n-1``, whole blocks at a time."""
+    device = freqs.heads.device
+    blocks = -(-n // _BLOCK)
+    block_steps = torch.arange(blocks, device=device).unsqueeze(-1) * _BLOCK  # (blocks, 1)
+    x, x_swapped = _block_factors(layout, *freqs.turns(block_steps))
+    fine = _fine_factors(layout, *freqs.turns(torch.arange(min(n, _BLOCK), device=device)))
+    for first in range(0, blocks, blocks_per_piece):
+        last = min(first + blocks_per_piece, blocks)
+        rows = _rotate((x[first:last], x_swapped[first:last]), fine, d_model)
+        start = first * _BLOCK
+        yield start, rows.reshape(-1, d_model)[: n - start]
+
+
+def _pieces_of_positions(
+    flat: Tensor, rows_per_piece: int, freqs: _Frequencies, layout: Layout, d_model: int
+) -> Iterator[tuple[int, Tensor]]:
+    """``(first row, float64 rows)`` for the int64 positions ``flat`` (n,)."""
+    n = flat.numel()
+    blocks = torch.div(flat, _BLOCK, rounding_mode="trunc")
+    block_steps, in_block = blocks * _BLOCK, flat - blocks * _BLOCK
+    if flat.device.type != "cpu" or torch.compiler.is_compiling():
+        # No data-dependent shapes (no sync on accelerators; traceable): factors per row.
+        def rows(start: int, stop: int) -> Tensor:
+            block = _block_factors(layout, *freqs.turns(block_steps[start:stop]))
+            fine = _fine_factors(layout, *freqs.turns(in_block[start:stop]))
+            return _rotate(block, fine, d_model)
+
+        if rows_per_piece == n:  # no loop over a length that may be a traced symbol
+            yield 0, rows(0, n)
+            return
+        for start in range(0, n, rows_per_piece):
+            yield start, rows(start, start + rows_per_piece)
+        return
+    # On the CPU: the factors of each distinct block and in-block step once, then gathered.
+    block_keys, block_of = torch.unique(block_steps, return_inverse=True)
+    fine_keys, fine_of = torch.unique(in_block, return_inverse=True)
+    x, x_swapped = _block_factors(layout, *freqs.turns(block_keys))
+    y_cos, y_sin = _fine_factors(layout, *freqs.turns(fine_keys))
+    for start in range(0, n, rows_per_piece):
+        a, b = block_of[start : start + rows_per_piece], fine_of[start : start + rows_per_piece]
+        yield start, _rotate((x[a], x_swapped[a]), (y_cos[b], y_sin[b]), d_model)
 
 
 # Angles per float64 slice of a large table: 32 MB of temporaries per array.

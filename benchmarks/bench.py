@@ -1,0 +1,278 @@
+"""posenc's timings in one report: the input layer, the sinusoidal table and RoPE, each as a
+multiple of its floor, with both allocator settings (see harness.py for how).
+
+Sections (``--sections``, comma-separated keys or prefixes):
+
+- ``input-{float32,bfloat16}-{inference,training}``: token ids to a (B, L, D) tensor. The
+  floor is the least an input layer does: ``F.embedding(ids, weight)`` into a fresh tensor,
+  then one out-of-place add of the (L, D) table (two passes over (B, L, D), two fresh
+  outputs); in training, then ``F.dropout(p=0.1)``, forward and backward. Every candidate
+  trains with dropout 0.1, the paper's setting and the one users train with.
+- ``table``: ``sinusoidal_table(2**20, 512)`` against the first-touch floor, writing a fresh
+  2 GiB float32 tensor once (``torch.empty`` then ``fill_``, page faults included).
+- ``rope-{float32,bfloat16}``: the cases of ``rotary_cases.py`` (this directory), when it is
+  there.
+
+``nox -s bench`` prints the report; ``nox -s bench -- --save`` also writes
+``benchmarks/results/cpu-<threads>threads.json``, which the docs' Performance page renders
+(nothing else is written, and nothing there is edited by hand).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import importlib.util
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import torch
+from harness import Case, Section, Settings, machine, report, run_both, run_child
+from torch import nn
+from torch.nn.functional import dropout, embedding
+
+import posenc
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+
+
+# -- The Annotated Transformer's input layer, as its readers write it --------------------
+
+
+class BaselineEmbeddings(nn.Module):
+    """The Annotated Transformer's recipe: look up, then multiply by sqrt(d_model)."""
+
+    def __init__(self, d_model: int, vocab: int) -> None:
+        super().__init__()
+        self.lut = nn.Embedding(vocab, d_model)
+        self.d_model = d_model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.lut(ids) * math.sqrt(self.d_model)
+
+
+class BaselinePositional(nn.Module):
+    """The Annotated Transformer's recipe: a float32 table, sliced and added, then dropout."""
+
+    def __init__(self, d_model: int, dropout: float, max_len: int = 5000) -> None:
+        super().__init__()
+        pos = torch.arange(max_len, dtype=torch.float32).unsqueeze(1)
+        freq = torch.exp(torch.arange(0, d_model, 2).float() * (-math.log(10000.0) / d_model))
+        table = torch.zeros(max_len, d_model)
+        table[:, 0::2] = torch.sin(pos * freq)
+        table[:, 1::2] = torch.cos(pos * freq)
+        self.register_buffer("pe", table.unsqueeze(0))
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(x + self.pe[:, : x.size(1)])
+
+
+# -- Sections ----------------------------------------------------------------------------
+
+DROPOUT = 0.1
+
+
+def input_layer(dtype: torch.dtype, training: bool, args: argparse.Namespace) -> Section:
+    b, length, d, vocab = args.batch, args.length, args.d_model, args.vocab
+    torch.manual_seed(0)
+    ids = torch.randint(0, vocab, (b, length))
+    grad = torch.randn(b, length, d).to(dtype)
+    p = DROPOUT if training else 0.0
+
+    fused = posenc.TokenAndPositionEmbedding(d, vocab, p).to(dtype)
+    weight = fused.embeddings.lut.weight
+    baseline = nn.Sequential(BaselineEmbeddings(d, vocab), BaselinePositional(d, p)).to(dtype)
+    pair = nn.Sequential(posenc.Embeddings(d, vocab), posenc.PositionalEncoding(d, p)).to(dtype)
+    floor_weight = nn.Parameter(weight.detach().clone())
+    table = posenc.sinusoidal_table(length, d, dtype=dtype)
+    with torch.no_grad():
+        for seq in (baseline, pair):
+            seq[0].lut.weight.copy_(weight)
+    for module in (baseline, pair, fused):
+        module.train(training)
+    compiled = torch.compile(fused, fullgraph=True, dynamic=False)
+    weights = [floor_weight, weight] + [m[0].lut.weight for m in (baseline, pair)]
+
+    def floor() -> torch.Tensor:
+        out = embedding(ids, floor_weight) + table
+        return dropout(out, p, training=True) if training else out
+
+    def step(forward: Callable[[], torch.Tensor]) -> Callable[[], object]:
+        if not training:
+            return forward
+
+        def forward_backward() -> None:
+            forward().backward(grad)
+            for w in weights:
+                w.grad = None
+
+        return forward_backward
+
+    name = str(dtype).removeprefix("torch.")
+    cases = [
+        ("floor", "floor: lookup + one add" + (" + dropout" if training else ""), step(floor)),
+        ("baseline", "Annotated-Transformer-style pair", step(lambda: baseline(ids))),
+        ("pair", "posenc Embeddings -> PositionalEncoding", step(lambda: pair(ids))),
+        ("fused", "TokenAndPositionEmbedding, eager", step(lambda: fused(ids))),
+        ("compiled", "TokenAndPositionEmbedding, torch.compile", step(lambda: compiled(ids))),
+    ]
+    section = Section.of(
+        f"input-{name}-{'training' if training else 'inference'}",
+        f"Input layer, {name}, "
+        + (f"forward + backward, dropout {DROPOUT}" if training else "forward, inference mode"),
+        "floor",
+        cases,
+        baseline="baseline",
+        training=training,
+        note=(
+            f"ids (B, L) = ({b}, {length}) -> (B, L, D), D = {d}, vocab {vocab}. Floor: "
+            "F.embedding(ids, weight) into a fresh tensor, then one out-of-place add of the "
+            "(L, D) table"
+            + (
+                f", then F.dropout(p={DROPOUT}); backward to the embedding weight."
+                if training
+                else "."
+            )
+        ),
+    )
+    if not training:
+        # The same compiled call in a tight loop: what a benchmark without a flush reports.
+        # Then the parts the eager layers are made of: the lookup alone, and one in-place
+        # elementwise pass over (B, L, D) (the eager layer makes two, the floor one).
+        x = embedding(ids, floor_weight.detach())
+        section.cases += [
+            Case("compiled_warm", "TokenAndPositionEmbedding, torch.compile (warm)",
+                 section.cases[-1].run, warm=True),
+            Case("lookup", "part: lookup alone (F.embedding)", lambda: embedding(ids, weight)),
+            Case("pass", "part: one in-place pass (x.add_(table))", lambda: x.add_(table)),
+        ]  # fmt: skip
+    return section
+
+
+def straightforward_table(n: int, d_model: int) -> torch.Tensor:
+    """The previous method: float64 angles, one float64 sin or cos per entry, in slices."""
+    freqs = posenc.inverse_frequencies(d_model)
+    out = torch.empty(n, d_model)
+    step = max(1, (1 << 22) // freqs.numel())
+    for start in range(0, n, step):
+        pos = torch.arange(start, min(start + step, n), dtype=torch.float64)
+        angles = pos.unsqueeze(-1) * freqs
+        rows = torch.stack((torch.sin(angles), torch.cos(angles)), dim=-1).flatten(-2)
+        out[start : start + step] = rows[..., :d_model]
+    return out
+
+
+def table(args: argparse.Namespace) -> Section:
+    n, d = 2**args.table_log2, args.d_model
+    mib = n * d * 4 / 2**20
+    return Section.of(
+        "table",
+        f"sinusoidal_table(2**{args.table_log2}, {d}), float32",
+        "floor",
+        [
+            ("floor", "floor: torch.empty + fill_", lambda: torch.empty(n, d).fill_(1)),
+            ("posenc", "sinusoidal_table", lambda: posenc.sinusoidal_table(n, d)),
+            ("previous", "one float64 sin or cos per entry (previous method)",
+             lambda: straightforward_table(n, d)),
+        ],
+        calls=1,
+        note=(
+            f"A {mib:,.0f} MiB float32 output per call. Floor: writing it once (torch.empty, "
+            "then fill_). With glibc's defaults every call's output is fresh memory, so the "
+            "floor is the first touch, page faults included; the stable allocator reuses "
+            "the freed block, so its column shows the work without page faults."
+        ),
+    )  # fmt: skip
+
+
+def rotary(dtype: torch.dtype) -> Section | tuple[str, str]:
+    name = str(dtype).removeprefix("torch.")
+    key = f"rope-{name}"
+    try:
+        import rotary_cases  # type: ignore[import-not-found]
+
+        cases = rotary_cases.make_cases(dtype)
+    except Exception as exc:  # e.g. transformers missing: say so in the report
+        return key, f"{type(exc).__name__}: {exc}"
+    floor = getattr(rotary_cases, "FLOOR", "floor")
+    baseline = getattr(rotary_cases, "BASELINE", None)
+    note = (rotary_cases.__doc__ or "").strip().splitlines()[0]
+    return Section.of(key, f"RoPE, {name}", floor, cases, baseline=baseline, note=note)
+
+
+def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
+    """Each selected section, built only when it is its turn (one set of tensors at a time)."""
+    builders: dict[str, Callable[[], Section | tuple[str, str]]] = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        for training in (False, True):
+            name = str(dtype).removeprefix("torch.")
+            key = f"input-{name}-{'training' if training else 'inference'}"
+            builders[key] = lambda dtype=dtype, training=training: input_layer(
+                dtype, training, args
+            )
+    builders["table"] = lambda: table(args)
+    if importlib.util.find_spec("rotary_cases") is not None:
+        for dtype in (torch.float32, torch.bfloat16):
+            builders[f"rope-{str(dtype).removeprefix('torch.')}"] = lambda dtype=dtype: rotary(
+                dtype
+            )
+    patterns = args.sections.split(",")
+    for key, build in builders.items():
+        if any(fnmatch.fnmatch(key, p) or key.startswith(p) for p in patterns):
+            yield build()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", default="input,table,rope", help="keys or prefixes")
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--length", type=int, default=512)
+    parser.add_argument("--d-model", type=int, default=512)
+    parser.add_argument("--vocab", type=int, default=32_000)
+    parser.add_argument("--table-log2", type=int, default=20, help="the table has 2**N rows")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=5, help="timed calls per case per round")
+    parser.add_argument("--flush-mib", type=int, default=64)
+    parser.add_argument(
+        "--save", nargs="?", const="", metavar="NAME",
+        help="write benchmarks/results/NAME.json (default NAME: cpu-<threads>threads)",
+    )  # fmt: skip
+    parser.add_argument("--child", metavar="PATH", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    settings = Settings(args.rounds, args.calls, args.flush_mib, args.threads)
+    if args.child:
+        run_child(lambda: sections(args), settings, args.child)
+        return
+
+    argv = [a for a in sys.argv[1:] if a not in ("--save", args.save)]
+    results = {
+        "posenc": posenc.__version__,
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": machine(),
+        "settings": vars(settings),
+        "shape": {
+            "batch": args.batch,
+            "length": args.length,
+            "d_model": args.d_model,
+            "vocab": args.vocab,
+            "table_rows": 2**args.table_log2,
+        },
+        **run_both(__file__, argv),
+    }
+    print()
+    print(report(results))
+    if args.save is not None:
+        path = RESULTS / f"{args.save or f'cpu-{args.threads}threads'}.json"
+        path.write_text(json.dumps(results, indent=1) + "\n")
+        print(f"\nwrote {path.relative_to(HERE.parent)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,190 @@
+"""Render the saved benchmark run (``benchmarks/results/*.json``) as tables, at build time.
+
+Every number the Performance page shows comes from the JSON file that
+``nox -s bench -- --save`` writes; the page holds none of them. Three markups:
+
+- ``.. bench-machine::`` — where and when the run was measured, and how;
+- ``.. bench-tables:: PREFIX`` — one table per section whose key starts with PREFIX
+  (``input-float32``, ``table``, ``rope-``), or a line saying the run has none;
+- ``:bench:`KEY CASE ALLOCATOR STAT``` — one figure inline, STAT being ``ms``,
+  ``range`` or ``floor`` (the ratio to the section's floor) or ``baseline``.
+
+The file is ``bench_results_file`` in conf.py, relative to the docs directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective, SphinxRole
+
+ALLOCATOR_HEADS = {"default": "glibc defaults", "stable": "stable allocator"}
+
+
+def _load(env: Any) -> tuple[dict[str, Any], Path]:
+    path = (Path(env.app.confdir) / env.config.bench_results_file).resolve()
+    env.note_dependency(str(path))
+    return json.loads(path.read_text()), path
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def _figure(case: dict[str, Any], allocator: str, stat: str) -> str:
+    figures = case["allocators"][allocator]
+    if stat == "ms":
+        return f"{_ms(figures['median_ms'])} ms"
+    if stat == "range":
+        return f"{_ms(figures['min_ms'])}–{_ms(figures['max_ms'])} ms"
+    if stat in ("floor", "baseline"):
+        ratio = figures[f"vs_{stat}"]
+        if ratio is None:
+            raise ValueError(f"case {case['name']!r} has no ratio to a baseline")
+        return f"{ratio:.2f}×"
+    raise ValueError(f"unknown figure {stat!r}: ms, range, floor or baseline")
+
+
+def _section(results: dict[str, Any], key: str) -> dict[str, Any]:
+    for section in results["sections"]:
+        if section["key"] == key:
+            return section
+    raise KeyError(key)
+
+
+def _cell(*lines: str, strong: bool = False) -> nodes.entry:
+    entry = nodes.entry()
+    for i, line in enumerate(lines):
+        para = nodes.paragraph()
+        text: nodes.Node = nodes.Text(line)
+        if strong:
+            text = nodes.strong(line, line)
+        elif i:
+            text = nodes.inline(line, line, classes=["bench-range"])
+        para += text
+        entry += para
+    return entry
+
+
+def _table(section: dict[str, Any], allocators: list[str]) -> nodes.table:
+    has_base = section.get("baseline") is not None
+    heads = ["Candidate"]
+    for allocator in allocators:
+        heads += [f"{ALLOCATOR_HEADS.get(allocator, allocator)}: ms", "× floor"]
+    if has_base:
+        heads.append("× baseline")
+    widths = [34] + [14, 9] * len(allocators) + ([9] if has_base else [])
+
+    table = nodes.table(classes=["bench-table"])
+    title = nodes.title(section["title"], section["title"])
+    table += title
+    group = nodes.tgroup(cols=len(heads))
+    table += group
+    for width in widths:
+        group += nodes.colspec(colwidth=width)
+    thead = nodes.thead()
+    row = nodes.row()
+    for head in heads:
+        row += _cell(head)
+    thead += row
+    group += thead
+    body = nodes.tbody()
+    for case in section["cases"]:
+        row = nodes.row()
+        row += _cell(case["label"], strong=case["name"] == section["floor"])
+        for allocator in allocators:
+            figures = case["allocators"][allocator]
+            row += _cell(
+                _ms(figures["median_ms"]),
+                f"{_ms(figures['min_ms'])}–{_ms(figures['max_ms'])}",
+            )
+            row += _cell(f"{figures['vs_floor']:.2f}")
+        if has_base:
+            ratio = case["allocators"]["stable"]["vs_baseline"]
+            row += _cell(f"{ratio:.2f}")
+        body += row
+    group += body
+    return table
+
+
+class BenchTables(SphinxDirective):
+    """One table per saved section whose key starts with the argument."""
+
+    required_arguments = 1
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        results, path = _load(self.env)
+        prefix = self.arguments[0]
+        allocators = list(results["allocators"])
+        out: list[nodes.Node] = []
+        found = [s for s in results["sections"] if s["key"].startswith(prefix)]
+        for section in found:
+            if "skipped" in section:
+                text = f"{section['key']}: not measured in this run ({section['skipped']})."
+                out.append(nodes.paragraph(text, text))
+                continue
+            if section.get("note"):
+                out.append(nodes.paragraph(section["note"], section["note"]))
+            out.append(_table(section, allocators))
+        if not found:
+            text = f"The saved run ({path.name}) has no section {prefix!r}."
+            out.append(nodes.paragraph(text, text))
+        return out
+
+
+class BenchMachine(SphinxDirective):
+    """Where, when and how the saved run was measured."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        results, path = _load(self.env)
+        m, s = results["machine"], results["settings"]
+        memory = f", {m['memory_gib']:g} GiB" if m.get("memory_gib") else ""
+        lines = [
+            f"Measured on {results['date']} on {m['cpu']} ({m['cores']} cores{memory}, "
+            f"{m['cpu_capability']}), {m['os']}; Python {m['python']}, torch {m['torch']}, "
+            f"posenc {results['posenc']}; {s['threads']} threads.",
+            f"Each figure is the median of {s['rounds']} interleaved rounds (each round the "
+            f"median of {s['calls']} calls; 1 call for the table), with the rounds' range "
+            f"below it; {s['flush_mib']} MiB were written before every call, so that no call "
+            "finds the previous one's data in the caches, except in rows marked warm.",
+            "Load average (1 minute) on the machine at the start and end of each run: "
+            + "; ".join(
+                f"{ALLOCATOR_HEADS.get(a, a)} {v[0]} → {v[1]}" for a, v in results["load"].items()
+            )
+            + f". Source: benchmarks/results/{path.name}.",
+        ]
+        return [nodes.paragraph(line, line) for line in lines]
+
+
+class BenchRole(SphinxRole):
+    """``:bench:`KEY CASE ALLOCATOR STAT``` — one figure of the saved run."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        try:
+            key, case_name, allocator, stat = self.text.split()
+            results, _ = _load(self.env)
+            section = _section(results, key)
+            case = next(c for c in section["cases"] if c["name"] == case_name)
+            text = _figure(case, allocator, stat)
+        except (ValueError, KeyError, StopIteration) as exc:
+            message = self.inliner.reporter.error(
+                f"bench: cannot read {self.text!r} from the saved run: {exc!r}",
+                line=self.lineno,
+            )
+            return [nodes.problematic(self.rawtext, self.rawtext)], [message]
+        return [nodes.inline(text, text, classes=["bench-figure"])], []
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value("bench_results_file", "../benchmarks/results/cpu-2threads.json", "env")
+    app.add_directive("bench-tables", BenchTables)
+    app.add_directive("bench-machine", BenchMachine)
+    app.add_role("bench", BenchRole())
+    return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}
