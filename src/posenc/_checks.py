@@ -301,11 +301,18 @@ def broadcasts_to(name: str, t: object, shape: tuple[int, ...], legend: str) -> 
 # -- The position family ------------------------------------------------------------------
 
 
+def length(name: str, value: object) -> int:
+    """A number of tokens: an int >= 0, or a symbolic size while an export traces."""
+    if isinstance(value, torch.SymInt):
+        return value  # type: ignore[return-value]
+    return nonnegative_int(name, value)
+
+
 def real_number(name: str, value: object) -> float:
     """A finite int or float (not a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, got {_show(value)}")
-    if not math.isfinite(value):
+    if not -math.inf < value < math.inf:  # comparisons: also for a traced float
         raise ValueError(f"{name} must be a finite number, got {value}")
     return float(value)
 

@@ -41,6 +41,8 @@ Above the diagonal (keys after the query) the causal bias keeps the line
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
@@ -49,6 +51,9 @@ from . import _checks
 from .positions import resolve
 
 __all__ = ["ALiBi", "RelativePositionBias", "alibi_slopes", "relative_position_bucket"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 # -- ALiBi ------------------------------------------------------------------------------
@@ -106,7 +111,14 @@ def alibi_slopes(n_heads: int) -> Tensor:
                 -0.5000, -1.5000, -2.5000, -3.5000], dtype=torch.float64)
     """
     n_heads = _checks.positive_int("n_heads", n_heads)
-    return torch.tensor(_slopes(n_heads), dtype=torch.float64)
+    return torch.tensor(_uncached(_slopes)(n_heads), dtype=torch.float64)
+
+
+def _uncached(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` itself under :func:`torch.compile` (which traces through caches), else cached."""
+    if torch.compiler.is_compiling():
+        return cast("Callable[P, R]", fn.__wrapped__)  # type: ignore[attr-defined]
+    return fn
 
 
 def _work_device(device: torch.device) -> torch.device:
@@ -120,12 +132,23 @@ def _batch_of(
     """The batch size that per-sequence arguments imply, checked against ``batch``."""
     if batch is not None:
         return _checks.positive_int("batch", batch)
-    rows = [
-        t.shape[0]
-        for t, dims in ((offset, 1), (positions, 2), (key_positions, 2))
+    given = {
+        name: t.shape[0]
+        for name, t, dims in (
+            ("offset", offset, 1),
+            ("positions", positions, 2),
+            ("key_positions", key_positions, 2),
+        )
         if isinstance(t, Tensor) and t.dim() == dims
-    ]
-    return max(rows) if rows else None
+    }
+    sizes = {rows for rows in given.values() if rows != 1}
+    if len(sizes) > 1:
+        said = ", ".join(f"{name} {rows}" for name, rows in given.items())
+        raise ValueError(
+            f"the per-sequence arguments disagree on the batch size ({said} sequences): "
+            f"give each B rows, or 1 to share it"
+        )
+    return max(given.values()) if given else None
 
 
 def _relative_positions(
@@ -142,7 +165,7 @@ def _relative_positions(
     Queries and keys each go through :func:`~posenc.positions.resolve`; the
     default places queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``.
     """
-    lq = _checks.nonnegative_int("query_length", query_length)
+    lq = _checks.length("query_length", query_length)
     if key_positions is not None:
         key_positions = _checks.integer_tensor(
             "key_positions", key_positions, "an integer tensor of shape (L_k,) or (B, L_k)"
@@ -150,7 +173,7 @@ def _relative_positions(
     if key_length is None:
         lk = key_positions.shape[-1] if key_positions is not None else lq
     else:
-        lk = _checks.nonnegative_int("key_length", key_length)
+        lk = _checks.length("key_length", key_length)
     b = _batch_of(batch, offset, positions, key_positions)
     if key_positions is not None:
         shape = tuple(key_positions.shape)
@@ -247,6 +270,7 @@ class ALiBi(nn.Module):
         super().__init__()
         self.n_heads: int = _checks.positive_int("n_heads", n_heads)
         self.symmetric: bool = _checks.flag("symmetric", symmetric)
+        self._slopes: tuple[float, ...] = _slopes(self.n_heads)  # Python floats, no tensor
 
     @property
     def slopes(self) -> Tensor:
@@ -308,7 +332,7 @@ class ALiBi(nn.Module):
         _checks.allocation(shape, torch.float64, work, lambda: f"an ALiBi bias {shape}")
         if self.symmetric:
             relative = -relative.abs()
-        slopes = torch.tensor(_slopes(self.n_heads), dtype=torch.float64, device=work)
+        slopes = torch.tensor(self._slopes, dtype=torch.float64, device=work)
         bias = relative.unsqueeze(-3).to(torch.float64) * slopes[:, None, None]
         return bias.to(device=out_device, dtype=out_dtype)
 
@@ -418,13 +442,19 @@ def relative_position_bucket(
     bidirectional = _checks.flag("bidirectional", bidirectional)
     num_buckets, max_distance = _checks.bucket_config(bidirectional, num_buckets, max_distance)
     per_direction = num_buckets // 2 if bidirectional else num_buckets
-    starts = torch.tensor(
-        _bucket_starts(per_direction, max_distance), dtype=torch.int64, device=relative.device
-    )
+    starts = _uncached(_bucket_starts)(per_direction, max_distance)
+    return _buckets(relative, bidirectional, per_direction, starts)
+
+
+def _buckets(
+    relative: Tensor, bidirectional: bool, per_direction: int, starts: tuple[int, ...]
+) -> Tensor:
+    """The buckets of int64 relative positions, given the first distance of each bucket."""
+    starts_t = torch.tensor(starts, dtype=torch.int64, device=relative.device)
     if bidirectional:
-        buckets = torch.bucketize(relative.abs(), starts, right=True)
+        buckets = torch.bucketize(relative.abs(), starts_t, right=True)
         return buckets + (relative > 0).to(torch.int64) * per_direction
-    return torch.bucketize((-relative).clamp(min=0), starts, right=True)
+    return torch.bucketize((-relative).clamp(min=0), starts_t, right=True)
 
 
 class RelativePositionBias(nn.Module):
@@ -499,6 +529,8 @@ class RelativePositionBias(nn.Module):
         self.num_buckets: int = buckets
         self.max_distance: int = distance
         self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
+        self._per_direction: int = buckets // 2 if self.bidirectional else buckets
+        self._starts: tuple[int, ...] = _bucket_starts(self._per_direction, distance)
 
     def extra_repr(self) -> str:
         """The configuration, shown in the module's repr."""
@@ -550,12 +582,8 @@ class RelativePositionBias(nn.Module):
         relative = _relative_positions(
             query_length, key_length, offset, positions, key_positions, batch, weight.device
         )
-        buckets = relative_position_bucket(
-            relative,
-            bidirectional=self.bidirectional,
-            num_buckets=self.num_buckets,
-            max_distance=self.max_distance,
-        )
+        # relative_position_bucket, with the boundaries computed once, in __init__.
+        buckets = _buckets(relative, self.bidirectional, self._per_direction, self._starts)
         values: Tensor = self.relative_attention_bias(buckets)  # (B?, Lq, Lk, H)
         out = values.movedim(-1, -3)
         return out.to(device=device if device is not None else out.device, dtype=out_dtype)

@@ -336,5 +336,5 @@ def timestep_embedding(
     sin, cos = torch.sin(angles), torch.cos(angles)
     parts = [cos, sin] if flip else [sin, cos]
     if dim % 2:
-        parts.append(torch.zeros_like(angles[..., :1]))
+        parts.append(angles.new_zeros((*angles.shape[:-1], 1)))
     return torch.cat(parts, dim=-1).to(device=out_device, dtype=dtype)
