@@ -120,13 +120,16 @@ def padding_idx(value: object, vocab: int) -> int | None:
     return value
 
 
+TOKEN_IDS = "an integer tensor (torch.long or torch.int)"
+
+
 def token_ids(ids: object, vocab: int) -> Tensor:
     """The ids as int32/int64 for the lookup kernel, checked.
 
     The dtype is checked always, the range where it costs no device-to-host sync.
     Narrower integer dtypes (uint8, int16, uint32, ...) are widened to int64.
     """
-    ids = integer_tensor("token ids", ids, "an integer tensor (torch.long or torch.int)")
+    ids = integer_tensor("token ids", ids, TOKEN_IDS)
     if ids.dtype not in (torch.int64, torch.int32):
         ids = ids.to(torch.int64)
     in_range(ids, vocab, "token id", f"vocab={vocab}", "ids")
@@ -182,7 +185,11 @@ Describe = Callable[[], str]
 
 
 def allocation(
-    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, what: Describe
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: torch.device,
+    what: Describe,
+    advice: str = "ask for fewer positions",
 ) -> None:
     """Refuse, before any work, a tensor larger than the memory of its device.
 
@@ -197,7 +204,7 @@ def allocation(
     if limit is not None and nbytes > limit:
         raise ValueError(
             f"{what()} needs {_human(nbytes)} ({' × '.join(map(str, shape))} {dtype}), more "
-            f"than the {_human(limit)} of memory on {device}: ask for fewer positions"
+            f"than the {_human(limit)} of memory on {device}: {advice}"
         )
 
 

@@ -133,6 +133,8 @@ class PositionalEncoding(nn.Module):
             torch.float32,
             device,
             lambda: f"PositionalEncoding(d_model={d_model}, max_len={max_len})'s table",
+            "choose a smaller max_len (longer inputs still work: rows past max_len are "
+            "computed on the fly)",
         )
         self.register_buffer("pe", self._sinusoid(max_len, device=device)[None], persistent=False)
 
