@@ -253,11 +253,7 @@ def attention_inputs(
             f"query and key must have the same last dimension d_k, got query {_shape(q)} "
             f"and key {_shape(k)}"
         )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"key and value must have the same length L_k (dim -2), got key {_shape(k)} "
-            f"and value {_shape(v)}"
-        )
+    _same_length(k, v)
     try:
         batch = torch.broadcast_shapes(  # type: ignore[no-untyped-call]
             q.shape[:-2], k.shape[:-2], v.shape[:-2]
@@ -271,6 +267,40 @@ def attention_inputs(
     for name, extra in (("mask", mask), ("bias", bias)):
         if extra is not None:
             broadcasts_to(name, extra, scores, "(*, L_q, L_k)")
+    return q, k, v
+
+
+def _same_length(k: Tensor, v: Tensor) -> None:
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"key and value must have the same length L_k (dim -2), got key {_shape(k)} "
+            f"and value {_shape(v)}"
+        )
+
+
+def heads_inputs(
+    query: object, key: object, value: object, mask: object, d_model: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Inputs of multi-head attention: (B, L, D) or (L, D) each, one B, one L_k, a mask."""
+    q, k, v = (
+        features(query, d_model, "query"),
+        features(key, d_model, "key"),
+        features(value, d_model, "value"),
+    )
+    if not q.dim() == k.dim() == v.dim():
+        raise ValueError(
+            "query, key and value must all be batched (B, L, D) or all unbatched (L, D), "
+            f"got shapes {_shape(q)}, {_shape(k)}, {_shape(v)}"
+        )
+    if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2]:
+        raise ValueError(
+            f"query {_shape(q)}, key {_shape(k)} and value {_shape(v)} must have the "
+            "same batch size B"
+        )
+    _same_length(k, v)
+    if mask is not None:
+        scores = (*q.shape[:-2], q.shape[-2], k.shape[-2])
+        broadcasts_to("mask", mask, scores, "(B, L_q, L_k)")
     return q, k, v
 
 
