@@ -120,13 +120,16 @@ def padding_idx(value: object, vocab: int) -> int | None:
     return value
 
 
+TOKEN_IDS = "an integer tensor (torch.long or torch.int)"
+
+
 def token_ids(ids: object, vocab: int) -> Tensor:
     """The ids as int32/int64 for the lookup kernel, checked.
 
     The dtype is checked always, the range where it costs no device-to-host sync.
     Narrower integer dtypes (uint8, int16, uint32, ...) are widened to int64.
     """
-    ids = integer_tensor("token ids", ids, "an integer tensor (torch.long or torch.int)")
+    ids = integer_tensor("token ids", ids, TOKEN_IDS)
     if ids.dtype not in (torch.int64, torch.int32):
         ids = ids.to(torch.int64)
     in_range(ids, vocab, "token id", f"vocab={vocab}", "ids")
@@ -182,7 +185,11 @@ Describe = Callable[[], str]
 
 
 def allocation(
-    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, what: Describe
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: torch.device,
+    what: Describe,
+    advice: str = "ask for fewer positions",
 ) -> None:
     """Refuse, before any work, a tensor larger than the memory of its device.
 
@@ -197,7 +204,7 @@ def allocation(
     if limit is not None and nbytes > limit:
         raise ValueError(
             f"{what()} needs {_human(nbytes)} ({' × '.join(map(str, shape))} {dtype}), more "
-            f"than the {_human(limit)} of memory on {device}: ask for fewer positions"
+            f"than the {_human(limit)} of memory on {device}: {advice}"
         )
 
 
@@ -246,11 +253,7 @@ def attention_inputs(
             f"query and key must have the same last dimension d_k, got query {_shape(q)} "
             f"and key {_shape(k)}"
         )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"key and value must have the same length L_k (dim -2), got key {_shape(k)} "
-            f"and value {_shape(v)}"
-        )
+    _same_length(k, v)
     try:
         batch = torch.broadcast_shapes(  # type: ignore[no-untyped-call]
             q.shape[:-2], k.shape[:-2], v.shape[:-2]
@@ -269,6 +272,13 @@ def attention_inputs(
     return q, k, v
 
 
+def heads_bias(bias: object, q: Tensor, k: Tensor, h: int) -> Tensor:
+    """A bias for multi-head attention: broadcasts to (B, h, L_q, L_k), floating, q's device."""
+    heads = (*q.shape[:-2], h, q.shape[-2], k.shape[-2])
+    broadcasts_to("bias", bias, heads, "(B, h, L_q, L_k)")
+    return additive_bias(bias, q.device)
+
+
 def additive_bias(bias: object, device: torch.device) -> Tensor:
     """An attention bias: a floating tensor on the device of the scores."""
     b = floating_tensor("bias", bias)
@@ -277,6 +287,40 @@ def additive_bias(bias: object, device: torch.device) -> Tensor:
             f"bias must be on the device of the query ({device}), got a bias on {b.device}"
         )
     return b
+
+
+def _same_length(k: Tensor, v: Tensor) -> None:
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"key and value must have the same length L_k (dim -2), got key {_shape(k)} "
+            f"and value {_shape(v)}"
+        )
+
+
+def heads_inputs(
+    query: object, key: object, value: object, mask: object, d_model: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Inputs of multi-head attention: (B, L, D) or (L, D) each, one B, one L_k, a mask."""
+    q, k, v = (
+        features(query, d_model, "query"),
+        features(key, d_model, "key"),
+        features(value, d_model, "value"),
+    )
+    if not q.dim() == k.dim() == v.dim():
+        raise ValueError(
+            "query, key and value must all be batched (B, L, D) or all unbatched (L, D), "
+            f"got shapes {_shape(q)}, {_shape(k)}, {_shape(v)}"
+        )
+    if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2]:
+        raise ValueError(
+            f"query {_shape(q)}, key {_shape(k)} and value {_shape(v)} must have the "
+            "same batch size B"
+        )
+    _same_length(k, v)
+    if mask is not None:
+        scores = (*q.shape[:-2], q.shape[-2], k.shape[-2])
+        broadcasts_to("mask", mask, scores, "(B, L_q, L_k)")
+    return q, k, v
 
 
 def broadcasts_to(name: str, t: object, shape: tuple[int, ...], legend: str) -> Tensor:

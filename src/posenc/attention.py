@@ -217,30 +217,9 @@ class MultiHeadedAttention(nn.Module):
             TypeError: an input is not a floating tensor.
             ValueError: a shape does not fit (the message names the shapes).
         """
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            _checks.features(t, self.d_model, name)
-        if not query.dim() == key.dim() == value.dim():
-            raise ValueError(
-                "query, key and value must all be batched (B, L, D) or all unbatched (L, D), "
-                f"got shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
-            )
-        if key.shape[:-2] != query.shape[:-2] or value.shape[:-2] != query.shape[:-2]:
-            raise ValueError(
-                f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
-                f"{tuple(value.shape)} must have the same batch size B"
-            )
-        if key.shape[-2] != value.shape[-2]:
-            raise ValueError(
-                f"key and value must have the same length L_k, got key {tuple(key.shape)} "
-                f"and value {tuple(value.shape)}"
-            )
-        if mask is not None:
-            scores = (*query.shape[:-2], query.shape[-2], key.shape[-2])
-            _checks.broadcasts_to("mask", mask, scores, "(B, L_q, L_k)")
+        query, key, value = _checks.heads_inputs(query, key, value, mask, self.d_model)
         if bias is not None:
-            heads = (*query.shape[:-2], self.h, query.shape[-2], key.shape[-2])
-            _checks.broadcasts_to("bias", bias, heads, "(B, h, L_q, L_k)")
-            _checks.additive_bias(bias, query.device)
+            _checks.heads_bias(bias, query, key, self.h)
         if mask is not None and query.dim() == 3:
             mask = mask.unsqueeze(-3)  # (B, 1, L_q, L_k): one mask for every head
         batch = query.shape[:-2]

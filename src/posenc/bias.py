@@ -16,7 +16,7 @@ the bias, so it is the same wherever the pair sits in the sequence.
 
 Both modules take the lengths and the positions of the queries and of the
 keys, with the same ``offset`` and ``positions`` arguments as every scheme
-(``posenc.positions.resolve``), and return a bias that
+(:func:`posenc.positions.resolve`), and return a bias that
 :func:`~posenc.attention` adds to its scores:
 
 >>> import torch
@@ -162,7 +162,7 @@ def _relative_positions(
 ) -> Tensor:
     """``key position - query position`` for every pair, int64, ``(Lq, Lk)`` or ``(B, Lq, Lk)``.
 
-    Queries and keys each go through ``posenc.positions.resolve``; the
+    Queries and keys each go through :func:`~posenc.positions.resolve`; the
     default places queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``.
     """
     lq = _checks.length("query_length", query_length)

@@ -60,9 +60,12 @@ class PositionalEncoding(nn.Module):
         endpoint: Frequency spacing; see :func:`~posenc.inverse_frequencies`.
 
     Attributes:
-        pe: The precomputed table, shape ``(1, max_len, d_model)``, float32. A
-            non-persistent buffer: it follows ``.to()`` but is not in
-            ``state_dict()``, and there are no parameters.
+        pe: The precomputed table, shape ``(1, max_len, d_model)``, float32
+            until the module is cast. A non-persistent buffer: it follows
+            ``.to()`` (derived again, not converted, when the dtype or device
+            changes) but is not in ``state_dict()``, and there are no
+            parameters. It serves inputs of its own dtype; others get their
+            rows computed from float64, rounded once to their dtype.
 
     Shapes:
         - x: ``(B, L, D)`` or, unbatched, ``(L, D)``; any floating dtype
@@ -134,6 +137,8 @@ class PositionalEncoding(nn.Module):
             torch.float32,
             device,
             lambda: f"PositionalEncoding(d_model={d_model}, max_len={max_len})'s table",
+            "choose a smaller max_len (longer inputs still work: rows past max_len are "
+            "computed on the fly)",
         )
         self.register_buffer("pe", self._sinusoid(max_len, device=device)[None], persistent=False)
 
