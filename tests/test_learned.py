@@ -8,7 +8,16 @@ import torch
 from posenc import LearnedPositionalEmbedding, PositionalEncoding, positions_from_mask
 
 D, MAX_LEN = 8, 16
-INTEGER_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+INTEGER_DTYPES = [
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+]
 
 
 def make(dropout: float = 0.0) -> LearnedPositionalEmbedding:

@@ -123,7 +123,10 @@ def test_any_shape_of_timesteps(shape: tuple[int, ...]) -> None:
     assert torch.equal(got.reshape(-1, 6), flat)
 
 
-@pytest.mark.parametrize("dtype", [torch.uint8, torch.int8, torch.int16, torch.int32])
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.uint8, torch.int8, torch.int16, torch.int32, torch.uint16, torch.uint32, torch.uint64],
+)
 def test_every_integer_dtype(dtype: torch.dtype) -> None:
     t = torch.tensor([0, 5, 100])
     assert torch.equal(timestep_embedding(t.to(dtype), 8), timestep_embedding(t, 8))
