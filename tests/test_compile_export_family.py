@@ -242,3 +242,28 @@ def test_deepcopy_pickle_and_save_round_trips(make: Callable[[], nn.Module]) -> 
     for other in (copy.deepcopy(module), pickle.loads(pickle.dumps(module)), loaded):
         assert torch.equal(run(other), expected)
         assert repr(other) == repr(module)
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda: ALiBi(8)(10**7), ["an ALiBi bias of shape (8, 10000000, 10000000)"]),
+        (
+            lambda: RelativePositionBias(8)(
+                10**7, positions=torch.zeros(2, 10**7, dtype=torch.long)
+            ),
+            ["a relative position bias of shape (2, 8, 10000000, 10000000)"],
+        ),
+        (lambda: sincos_2d(10**5, 10**5, 1024), ["100000 × 100000 grid"]),
+        (lambda: timestep_embedding(torch.zeros(10**4), 10**12), ["a timestep embedding"]),
+        (lambda: LearnedPositionalEmbedding(10**9, 10**6), ["max_len=1000000000"]),
+    ],
+    ids=["ALiBi", "RelativePositionBias", "sincos_2d", "timestep_embedding", "Learned"],
+)
+def test_a_result_too_large_is_refused_before_any_work(
+    call: Callable[[], object], words: list[str]
+) -> None:
+    with pytest.raises(ValueError, match="ask for fewer positions") as info:
+        call()
+    for word in words:
+        assert word in str(info.value)

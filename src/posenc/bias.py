@@ -159,8 +159,12 @@ def _relative_positions(
     key_positions: Tensor | None,
     batch: int | None,
     device: torch.device,
+    bias: tuple[str, int, torch.dtype],
 ) -> Tensor:
     """``key position - query position`` for every pair, int64, ``(Lq, Lk)`` or ``(B, Lq, Lk)``.
+
+    ``bias`` names the bias to be made from it, its number of heads and the dtype
+    it is computed in: a bias too large for the device is refused before any work.
 
     Queries and keys each go through :func:`~posenc.positions.resolve`; the
     default places queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``.
@@ -189,12 +193,14 @@ def _relative_positions(
             )
     queries = resolve(lq, offset=offset, positions=positions, batch=b)
     keys = resolve(lk, positions=key_positions, batch=b)
+    rows = [
+        p.values.shape[0] for p in (queries, keys) if p.values is not None and p.values.dim() == 2
+    ]
+    name, n_heads, dtype = bias
+    shape = (*([max(rows)] if rows else []), n_heads, lq, lk)
+    _checks.allocation(shape, dtype, device, lambda: f"{name} of shape {shape}")
     q, k = queries.tensor(device), keys.tensor(device)
     return k.unsqueeze(-2) - q.unsqueeze(-1)
-
-
-def _bias_shape(relative: Tensor, n_heads: int) -> tuple[int, ...]:
-    return (*relative.shape[:-2], n_heads, *relative.shape[-2:])
 
 
 class ALiBi(nn.Module):
@@ -325,11 +331,10 @@ class ALiBi(nn.Module):
         out_dtype = _checks.floating_dtype("dtype", torch.float32 if dtype is None else dtype)
         out_device = _default_device(device, positions, key_positions, offset)
         work = _work_device(out_device)
+        about = ("an ALiBi bias", self.n_heads, torch.float64)
         relative = _relative_positions(
-            query_length, key_length, offset, positions, key_positions, batch, work
+            query_length, key_length, offset, positions, key_positions, batch, work, about
         )
-        shape = _bias_shape(relative, self.n_heads)
-        _checks.allocation(shape, torch.float64, work, lambda: f"an ALiBi bias {shape}")
         if self.symmetric:
             relative = -relative.abs()
         slopes = torch.tensor(self._slopes, dtype=torch.float64, device=work)
@@ -579,8 +584,9 @@ class RelativePositionBias(nn.Module):
         """
         weight = self.relative_attention_bias.weight
         out_dtype = _checks.floating_dtype("dtype", weight.dtype if dtype is None else dtype)
+        about = ("a relative position bias", self.n_heads, weight.dtype)
         relative = _relative_positions(
-            query_length, key_length, offset, positions, key_positions, batch, weight.device
+            query_length, key_length, offset, positions, key_positions, batch, weight.device, about
         )
         # relative_position_bucket, with the boundaries computed once, in __init__.
         buckets = _buckets(relative, self.bidirectional, self._per_direction, self._starts)

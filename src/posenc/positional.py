@@ -407,6 +407,12 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_len: int = _checks.positive_int("max_len", max_len)
         self.d_model: int = _checks.positive_int("d_model", d_model)
+        _checks.allocation(
+            (max_len, d_model),
+            torch.float32,
+            torch.empty(0).device,  # the default device
+            lambda: f"LearnedPositionalEmbedding(max_len={max_len}, d_model={d_model})'s table",
+        )
         self.weight = nn.Parameter(torch.empty(self.max_len, self.d_model))
         self.dropout = nn.Dropout(p=_checks.dropout(dropout))
         self.reset_parameters()

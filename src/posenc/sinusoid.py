@@ -329,6 +329,8 @@ def timestep_embedding(
         )
     out_device = timesteps.device
     work = torch.device("cpu") if out_device.type == "mps" else out_device
+    shape = (*timesteps.shape, dim)
+    _checks.allocation(shape, torch.float64, work, lambda: f"a timestep embedding {shape}")
     k = torch.arange(half, dtype=torch.float64, device=work)
     # One frequency (dim 2 or 3): k = 0 only, frequency 1 whatever the shift.
     freqs = torch.pow(max_period, -k / span) if span != 0 else torch.ones_like(k)
