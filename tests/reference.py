@@ -6,6 +6,8 @@
 * :func:`annotated_table`: a float32 table computed the way the Annotated
   Transformer computes it (float32 positions times ``exp(arange(0, d, 2) *
   -(log(10000) / d))``, sines into the even columns, cosines into the odd ones).
+* :func:`round_once`: float64 values rounded to float16 or bfloat16 directly (PyTorch's
+  ``.to()`` goes through float32 and rounds some values twice).
 * :class:`LegacyEmbeddings` and :class:`LegacyPositionalEncoding`: stand-ins
   with the Annotated Transformer's attribute names (``lut``; a persistent buffer
   ``pe`` of shape ``(1, max_len, d_model)``), for producing legacy state dicts.
@@ -25,6 +27,7 @@ __all__ = [
     "annotated_table",
     "concatenated_reference",
     "legacy_model",
+    "round_once",
     "sinusoid_reference",
     "ulp",
 ]
@@ -57,6 +60,21 @@ def concatenated_reference(
     """The other common convention: all sine columns first, then all cosine columns."""
     table = sinusoid_reference(positions, d_model, base)
     return np.concatenate((table[..., 0::2], table[..., 1::2]), axis=-1)
+
+
+def round_once(values: Tensor, dtype: torch.dtype) -> Tensor:
+    """Each float64 value to the nearest ``dtype`` number, with no float32 step.
+
+    The candidates are ``values.to(dtype)`` and its neighbour on the other side of the
+    value; both are exact in float64, and so are the distances to them.
+    """
+    first = values.to(dtype)
+    up, down = torch.full_like(first, 2), torch.full_like(first, -2)
+    other = torch.where(
+        first.double() < values, torch.nextafter(first, up), torch.nextafter(first, down)
+    )
+    closer = (other.double() - values).abs() < (first.double() - values).abs()
+    return torch.where(closer, other, first)
 
 
 def annotated_table(positions: int | Tensor, d_model: int) -> Tensor:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import annotated_table, sinusoid_reference, ulp
+from reference import annotated_table, round_once, sinusoid_reference, ulp
 
 from posenc import inverse_frequencies, sinusoidal_table
 
@@ -439,27 +439,12 @@ def test_negative_positions_mirror_positive_ones_exactly() -> None:
 # --- float16 and bfloat16: rounded once ------------------------------------------------------
 
 
-def correctly_rounded(values: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Each float64 value to the nearest ``dtype`` number, with no float32 step.
-
-    The candidates are ``values.to(dtype)`` and its neighbour on the other side of the
-    value; both are exact in float64, and so are the distances to them.
-    """
-    first = values.to(dtype)
-    up, down = torch.full_like(first, 2), torch.full_like(first, -2)
-    other = torch.where(
-        first.double() < values, torch.nextafter(first, up), torch.nextafter(first, down)
-    )
-    closer = (other.double() - values).abs() < (first.double() - values).abs()
-    return torch.where(closer, other, first)
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_half_precision_tables_are_rounded_once(dtype: torch.dtype) -> None:
     """PyTorch's own float64 -> float16/bfloat16 conversion goes through float32 and rounds
     some values twice; the table does not."""
     wide = sinusoidal_table(8192, 64, dtype=torch.float64)
-    expected = correctly_rounded(wide, dtype)
+    expected = round_once(wide, dtype)
     twice = (wide.to(dtype) != expected).sum().item()
     print(f"\n{dtype}: {twice} of {wide.numel()} entries rounded twice by .to()")
     assert twice > 0  # the check below has something to catch

@@ -120,13 +120,16 @@ def padding_idx(value: object, vocab: int) -> int | None:
     return value
 
 
+TOKEN_IDS = "an integer tensor (torch.long or torch.int)"
+
+
 def token_ids(ids: object, vocab: int) -> Tensor:
     """The ids as int32/int64 for the lookup kernel, checked.
 
     The dtype is checked always, the range where it costs no device-to-host sync.
     Narrower integer dtypes (uint8, int16, uint32, ...) are widened to int64.
     """
-    ids = integer_tensor("token ids", ids, "an integer tensor (torch.long or torch.int)")
+    ids = integer_tensor("token ids", ids, TOKEN_IDS)
     if ids.dtype not in (torch.int64, torch.int32):
         ids = ids.to(torch.int64)
     in_range(ids, vocab, "token id", f"vocab={vocab}", "ids")
@@ -182,7 +185,11 @@ Describe = Callable[[], str]
 
 
 def allocation(
-    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, what: Describe
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: torch.device,
+    what: Describe,
+    advice: str = "ask for fewer positions",
 ) -> None:
     """Refuse, before any work, a tensor larger than the memory of its device.
 
@@ -197,7 +204,7 @@ def allocation(
     if limit is not None and nbytes > limit:
         raise ValueError(
             f"{what()} needs {_human(nbytes)} ({' × '.join(map(str, shape))} {dtype}), more "
-            f"than the {_human(limit)} of memory on {device}: ask for fewer positions"
+            f"than the {_human(limit)} of memory on {device}: {advice}"
         )
 
 
@@ -246,11 +253,7 @@ def attention_inputs(
             f"query and key must have the same last dimension d_k, got query {_shape(q)} "
             f"and key {_shape(k)}"
         )
-    if k.shape[-2] != v.shape[-2]:
-        raise ValueError(
-            f"key and value must have the same length L_k (dim -2), got key {_shape(k)} "
-            f"and value {_shape(v)}"
-        )
+    _same_length(k, v)
     try:
         batch = torch.broadcast_shapes(  # type: ignore[no-untyped-call]
             q.shape[:-2], k.shape[:-2], v.shape[:-2]
@@ -264,6 +267,59 @@ def attention_inputs(
     for name, extra in (("mask", mask), ("bias", bias)):
         if extra is not None:
             broadcasts_to(name, extra, scores, "(*, L_q, L_k)")
+    if bias is not None:
+        additive_bias(bias, q.device)
+    return q, k, v
+
+
+def heads_bias(bias: object, q: Tensor, k: Tensor, h: int) -> Tensor:
+    """A bias for multi-head attention: broadcasts to (B, h, L_q, L_k), floating, q's device."""
+    heads = (*q.shape[:-2], h, q.shape[-2], k.shape[-2])
+    broadcasts_to("bias", bias, heads, "(B, h, L_q, L_k)")
+    return additive_bias(bias, q.device)
+
+
+def additive_bias(bias: object, device: torch.device) -> Tensor:
+    """An attention bias: a floating tensor on the device of the scores."""
+    b = floating_tensor("bias", bias)
+    if b.device != device:
+        raise ValueError(
+            f"bias must be on the device of the query ({device}), got a bias on {b.device}"
+        )
+    return b
+
+
+def _same_length(k: Tensor, v: Tensor) -> None:
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"key and value must have the same length L_k (dim -2), got key {_shape(k)} "
+            f"and value {_shape(v)}"
+        )
+
+
+def heads_inputs(
+    query: object, key: object, value: object, mask: object, d_model: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Inputs of multi-head attention: (B, L, D) or (L, D) each, one B, one L_k, a mask."""
+    q, k, v = (
+        features(query, d_model, "query"),
+        features(key, d_model, "key"),
+        features(value, d_model, "value"),
+    )
+    if not q.dim() == k.dim() == v.dim():
+        raise ValueError(
+            "query, key and value must all be batched (B, L, D) or all unbatched (L, D), "
+            f"got shapes {_shape(q)}, {_shape(k)}, {_shape(v)}"
+        )
+    if k.shape[:-2] != q.shape[:-2] or v.shape[:-2] != q.shape[:-2]:
+        raise ValueError(
+            f"query {_shape(q)}, key {_shape(k)} and value {_shape(v)} must have the "
+            "same batch size B"
+        )
+    _same_length(k, v)
+    if mask is not None:
+        scores = (*q.shape[:-2], q.shape[-2], k.shape[-2])
+        broadcasts_to("mask", mask, scores, "(B, L_q, L_k)")
     return q, k, v
 
 
@@ -284,3 +340,66 @@ def broadcasts_to(name: str, t: object, shape: tuple[int, ...], legend: str) -> 
             f"shape {shape} {legend}"
         )
     return t
+
+
+# -- The position family ------------------------------------------------------------------
+
+
+def length(name: str, value: object) -> int:
+    """A number of tokens: an int >= 0, or a symbolic size while an export traces."""
+    if isinstance(value, torch.SymInt):
+        return value  # type: ignore[return-value]
+    return nonnegative_int(name, value)
+
+
+def real_number(name: str, value: object) -> float:
+    """A finite int or float (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {_show(value)}")
+    if not -math.inf < value < math.inf:  # comparisons: also for a traced float
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    return float(value)
+
+
+def learned_positions(index: Tensor, max_len: int) -> None:
+    """IndexError if an eagerly readable (CPU) position lies outside a learned table.
+
+    The message says why: a learned table has a row for each position it was
+    trained on and nothing past them.
+    """
+    if index.device.type != "cpu" or index.numel() == 0 or torch.compiler.is_compiling():
+        return
+    lo, hi = torch.aminmax(index)
+    if lo < 0 or hi >= max_len:
+        learned_position_error(int(lo) if lo < 0 else int(hi), max_len)
+
+
+def learned_position_error(position: int, max_len: int) -> None:
+    raise IndexError(
+        f"position {position} is outside the learned table of max_len={max_len}: a learned "
+        f"table holds rows for positions 0 .. {max_len - 1} only and cannot extrapolate "
+        f"(positions must be in [0, {max_len}); a sinusoidal encoding computes any position)"
+    )
+
+
+def bucket_config(
+    bidirectional: bool, num_buckets: object, max_distance: object
+) -> tuple[int, int]:
+    """T5's bucket arguments: enough buckets for an exact range, a log range above it."""
+    num_buckets = positive_int("num_buckets", num_buckets)
+    max_distance = positive_int("max_distance", max_distance)
+    least = 4 if bidirectional else 2
+    if num_buckets < least:
+        raise ValueError(
+            f"num_buckets must be >= {least} (bidirectional={bidirectional}: at least two "
+            f"buckets per direction), got {num_buckets}"
+        )
+    per_direction = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = per_direction // 2
+    if max_distance <= max_exact:
+        raise ValueError(
+            f"max_distance must be > {max_exact} (the distances below {max_exact} have a bucket "
+            f"each with num_buckets={num_buckets}, bidirectional={bidirectional}), "
+            f"got {max_distance}"
+        )
+    return num_buckets, max_distance
