@@ -414,21 +414,6 @@ def _pieces_of_positions(
         yield start, _rotate((x[a], x_swapped[a]), (y_cos[b], y_sin[b]), d_model)
 
 
-# Angles per float64 slice of a large table: 32 MB of temporaries per array.
-_CHUNK = 1 << 22
-
-
-def _rows(pos: Tensor, freqs: Tensor, layout: Layout, d_model: int) -> Tensor:
-    """The float64 rows of the given positions: the formula, written once."""
-    angles = pos.to(torch.float64).unsqueeze(-1) * freqs
-    sin, cos = torch.sin(angles), torch.cos(angles)
-    if layout == "interleaved":
-        table = torch.stack((sin, cos), dim=-1).flatten(-2)
-    else:
-        table = torch.cat((sin, cos), dim=-1)
-    return table[..., :d_model]
-
-
 # -- Diffusion timesteps ----------------------------------------------------------------
 
 
