@@ -44,6 +44,15 @@ def nearest_float32(value: mpmath.mpf) -> float:
     return float(min(around, key=lambda f: abs(mpmath.mpf(float(f)) - value)))
 
 
+def midpoint(value: mpmath.mpf) -> mpmath.mpf:
+    """The float32 rounding midpoint nearest to ``value``."""
+    low = np.float32(float(value))
+    if mpmath.mpf(float(low)) > value:
+        low = np.nextafter(low, np.float32(-2))
+    high = np.nextafter(low, np.float32(2))
+    return (mpmath.mpf(float(low)) + mpmath.mpf(float(high))) / 2
+
+
 def midpoint_distance(values: np.ndarray) -> np.ndarray:
     """Distance of each float64 value to the nearest float32 rounding midpoint."""
     nearest = values.astype(np.float32)
@@ -61,6 +70,9 @@ def main() -> None:
     parser.add_argument("--slice", type=int, default=1 << 15)
     parser.add_argument("--compare", help="module with a sinusoidal_table to compare with")
     parser.add_argument("--top", type=int, default=8)
+    parser.add_argument(
+        "--margin", type=float, help="check entries this close to a midpoint (default: from p)"
+    )
     args = parser.parse_args()
     d, base = args.d_model, args.base
     other = importlib.import_module(args.compare).sinusoidal_table if args.compare else None
@@ -68,6 +80,7 @@ def main() -> None:
     worst: list[tuple[float, int, int]] = []
     worst_other: list[tuple[float, int, int]] = []
     wrong_ours = wrong_other = differ = candidates = 0
+    misrounded: list[tuple[int, int, float]] = []
     differ_ours_right = differ_other_right = 0
     max_diff = 0.0
     started = time.time()
@@ -78,7 +91,7 @@ def main() -> None:
         ours = posenc.sinusoidal_table(pos, d, base=base).numpy()
         theirs = other(pos, d, base=base).numpy() if other else ours
         # The float64 values are within |p| * 2**-54 + 1e-14 of the exact ones.
-        margin = 2 * (stop * 2.0**-54 + 1e-14)
+        margin = args.margin or 2 * (stop * 2.0**-54 + 1e-14)
         near = midpoint_distance(wide) < margin
         diff = ours != theirs
         differ += int(diff.sum())
@@ -93,7 +106,9 @@ def main() -> None:
             err_ours = float(abs(mpmath.mpf(float(ours[r, c])) - e))
             err_theirs = float(abs(mpmath.mpf(float(theirs[r, c])) - e))
             rounded = nearest_float32(e)
-            wrong_ours += float(ours[r, c]) != rounded
+            if float(ours[r, c]) != rounded:
+                wrong_ours += 1
+                misrounded.append((p, c, float(abs(e - midpoint(e)))))
             wrong_other += float(theirs[r, c]) != rounded
             if diff[r, c]:
                 differ_ours_right += err_ours < err_theirs
@@ -111,6 +126,8 @@ def main() -> None:
     print(f"d_model={d}, base={base}, rows {args.first}..{args.first + args.rows - 1}")
     print(f"entries checked exactly: {candidates}")
     print(f"posenc float32 entries not correctly rounded: {wrong_ours}")
+    for p, c, distance in misrounded[:20]:
+        print(f"  position {p}, column {c}: the exact value is {distance:.2e} from a midpoint")
     print("largest errors of posenc's float32 table (error, position, column):")
     for err, p, c in worst:
         print(f"  {err:.6e}  {p}  {c}")

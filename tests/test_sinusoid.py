@@ -323,11 +323,12 @@ def straightforward_fp32(positions: list[int], d_model: int) -> np.ndarray:
 
 
 # Found by tests/hard_positions.py over the whole 2**20 x 512 table: (position, column).
-# Where posenc's float32 table is farthest from the exact value (its exact value lies
-# within ~1e-15 of a float32 rounding midpoint):
-HARDEST_FOR_POSENC = [(0, 0)]
+# Where posenc's float32 table is farthest from the exact value (exact values within
+# 1e-16 of a float32 rounding midpoint), and its one entry that is not the nearest
+# float32 number (294739, 163: 1.3e-16 from a midpoint, inside the bound):
+HARDEST_FOR_POSENC = [(477576, 255), (205618, 507), (142401, 348), (294739, 163)]
 # Where one float64 angle per entry rounds to the wrong float32 neighbour, by the most:
-HARDEST_FOR_ONE_ANGLE = [(916927, 17)]
+HARDEST_FOR_ONE_ANGLE = [(916927, 17), (996009, 7), (934042, 2), (1033525, 30)]
 
 
 @pytest.mark.parametrize(("position", "column"), HARDEST_FOR_POSENC + HARDEST_FOR_ONE_ANGLE)

@@ -62,6 +62,64 @@ def test_equals_unfused_pair_in_other_dtypes(dtype: torch.dtype, padding_idx: in
         assert torch.equal(layer(ids), pe(emb(ids)))
 
 
+# Shapes for the CPU inference path, which works a block of about 2**20 elements at a
+# time: several blocks of whole sequences with a partial last one, sequences longer than
+# a block (split within the sequence), and one short sequence.
+BLOCK_SHAPES = [(9, 512, 512), (2, 1500, 1024), (3, 7, 64)]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize(("batch", "length", "d_model"), BLOCK_SHAPES)
+def test_inference_block_by_block_equals_unfused_pair(
+    dtype: torch.dtype, batch: int, length: int, d_model: int
+) -> None:
+    layer = TokenAndPositionEmbedding(d_model, VOCAB, padding_idx=2, max_len=1000).to(dtype)
+    emb = Embeddings(d_model, VOCAB, padding_idx=2).to(dtype)
+    emb.load_state_dict(layer.embeddings.state_dict())
+    pe = PositionalEncoding(d_model, max_len=1000)
+    ids = torch.randint(0, VOCAB, (batch, length))
+    ids[0, :3] = 2
+    offset = torch.arange(batch) * 300  # some rows past max_len
+    positions = torch.randint(0, 2000, (batch, length))
+    with torch.no_grad():
+        assert layer._blockwise(layer.embeddings.lut.weight)
+        assert torch.equal(layer(ids), pe(emb(ids)))
+        assert torch.equal(layer(ids, offset=offset), pe(emb(ids), offset=offset))
+        assert torch.equal(layer(ids, positions=positions), pe(emb(ids), positions=positions))
+        assert torch.equal(layer(ids[0]), pe(emb(ids[0])))
+    with torch.inference_mode():
+        assert torch.equal(layer(ids, offset=5), pe(emb(ids), offset=5))
+    assert not layer._blockwise(layer.embeddings.lut.weight)  # autograd: the whole tensor
+    assert torch.equal(layer(ids), pe(emb(ids)))
+
+
+def test_inference_with_dropout_draws_as_the_unfused_pair() -> None:
+    layer = TokenAndPositionEmbedding(512, VOCAB, dropout=0.3).train()
+    emb = Embeddings(512, VOCAB)
+    emb.load_state_dict(layer.embeddings.state_dict())
+    pe = PositionalEncoding(512, dropout=0.3).train()
+    ids = torch.randint(0, VOCAB, (6, 512))
+    with torch.no_grad():
+        torch.manual_seed(1)
+        fused = layer(ids)
+        torch.manual_seed(1)
+        assert torch.equal(fused, pe(emb(ids)))
+
+
+def test_max_norm_lookup_renormalises_as_nn_embedding_does() -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB)
+    layer.embeddings.lut.max_norm = 1.0
+    emb = Embeddings(D, VOCAB)
+    emb.load_state_dict(layer.embeddings.state_dict())
+    emb.lut.max_norm = 1.0
+    ids = torch.randint(0, VOCAB, (3, 5))
+    with torch.no_grad():
+        assert not layer._blockwise(layer.embeddings.lut.weight)
+        assert torch.equal(layer(ids), PositionalEncoding(D)(emb(ids)))
+    norms = layer.embeddings.lut.weight[ids.unique()].norm(dim=-1)
+    assert bool((norms <= 1.0 + 1e-6).all())
+
+
 def test_values_are_scaled_lookup_plus_table() -> None:
     layer = TokenAndPositionEmbedding(D, VOCAB)
     ids = torch.tensor([[3, 1, 4, 1, 5]])
