@@ -212,21 +212,24 @@ def sinusoidal_table(
     if pos is None:
         # Whole blocks of rows per piece, as many as fit in _PIECE cells.
         blocks_per_piece = max(1, _PIECE // (_BLOCK * freqs.pairs))
-        one_piece = n <= blocks_per_piece * _BLOCK
-        pieces = _pieces_of_range(n, blocks_per_piece, freqs, layout, d_model)
-    else:
-        # Tables a forward pass computes on the fly are one piece: no loop, so that a traced
-        # graph holds for every length.
-        one_piece = n * freqs.pairs <= _ONE_PIECE
-        rows_per_piece = n if one_piece else max(1, _PIECE // freqs.pairs)
-        flat = pos.reshape(-1).to(device=work_device, dtype=torch.int64)
-        pieces = _pieces_of_positions(flat, rows_per_piece, freqs, layout, d_model)
+        if n <= blocks_per_piece * _BLOCK:
+            table = _range_table(n, freqs, layout, d_model)
+            return _round(table, dtype).to(out_device, dtype)
+        out = _checks.empty((n, d_model), dtype, work_device, what)
+        _fill_range(out, blocks_per_piece, freqs, layout)
+        return out.to(device=out_device)
+    # Tables a forward pass computes on the fly are one piece: no loop, so that a traced
+    # graph holds for every length.
+    one_piece = n * freqs.pairs <= _ONE_PIECE
+    rows_per_piece = n if one_piece else max(1, _PIECE // freqs.pairs)
+    flat = pos.reshape(-1).to(device=work_device, dtype=torch.int64)
+    pieces = _pieces_of_positions(flat, rows_per_piece, freqs, layout, d_model)
     if one_piece:
         _, table = next(pieces)
-        return _round(table, dtype).reshape(*shape, d_model).to(device=out_device)
+        return _round(table, dtype).reshape(*shape, d_model).to(out_device, dtype)
     out = _checks.empty((n, d_model), dtype, work_device, what)
     for start, piece in pieces:
-        out[start : start + piece.shape[0]] = _round(piece, dtype)
+        out[start : start + piece.shape[0]].copy_(_round(piece, dtype))
     return out.reshape(*shape, d_model).to(device=out_device)
 
 
@@ -343,15 +346,21 @@ def _fine_factors(layout: Layout, sin: Tensor, cos: Tensor) -> Factors:
     return _pairs(layout, cos, cos), _pairs(layout, sin, -sin)
 
 
-def _rotate(block: Factors, fine: Factors, d_model: int) -> Tensor:
-    """Rows ``[sin(a + b), cos(a + b)]`` (…, d_model), float64, from broadcastable factors."""
-    rows = torch.mul(block[0], fine[0])
+def _rotate(block: Factors, fine: Factors, d_model: int, work: Tensor | None = None) -> Tensor:
+    """Rows ``[sin(a + b), cos(a + b)]`` (…, d_model), float64, from broadcastable factors.
+
+    ``work``, if given, is a float64 buffer of at least the result's size to compute in
+    (reused from piece to piece, so that a large table does not allocate per piece).
+    """
+    shape = torch.broadcast_shapes(block[0].shape, fine[0].shape)
+    rows = None if work is None else work[: math.prod(shape)].view(shape)
+    rows = torch.mul(block[0], fine[0], out=rows)
     rows.addcmul_(block[1], fine[1])
     return rows.flatten(-2)[..., :d_model]
 
 
 def _round(table: Tensor, dtype: torch.dtype) -> Tensor:
-    """The float64 ``table`` rounded once to ``dtype``.
+    """The float64 ``table``, made ready to be rounded once to ``dtype`` by a copy.
 
     PyTorch converts float64 to float16 and bfloat16 through float32, rounding twice:
     a value just past a midpoint of the narrow type can land on it in float32 and then
@@ -359,7 +368,7 @@ def _round(table: Tensor, dtype: torch.dtype) -> Tensor:
     odd last bit) makes the second rounding the only one (Boldo and Melquiond, 2008).
     """
     if dtype.itemsize >= 4:
-        return table.to(dtype)
+        return table  # converted by the caller's copy, in one rounding
     wide = table.to(torch.float32).contiguous()
     low = wide.to(torch.float64)
     odd = (wide.view(torch.int32) & 1).bool()
@@ -368,20 +377,43 @@ def _round(table: Tensor, dtype: torch.dtype) -> Tensor:
     return wide.to(dtype)
 
 
-def _pieces_of_range(
-    n: int, blocks_per_piece: int, freqs: _Frequencies, layout: Layout, d_model: int
-) -> Iterator[tuple[int, Tensor]]:
-    """``(first row, float64 rows)`` covering positions ``0 .. n-1``, whole blocks at a time."""
+def _range_factors(n: int, freqs: _Frequencies, layout: Layout) -> tuple[Factors, Factors]:
+    """The factors of positions ``0 .. n-1``: per block (blocks, 1, …), per row (min(n, B), …)."""
     device = freqs.heads.device
     blocks = -(-n // _BLOCK)
     block_steps = torch.arange(blocks, device=device).unsqueeze(-1) * _BLOCK  # (blocks, 1)
-    x, x_swapped = _block_factors(layout, *freqs.turns(block_steps))
+    block = _block_factors(layout, *freqs.turns(block_steps))
     fine = _fine_factors(layout, *freqs.turns(torch.arange(min(n, _BLOCK), device=device)))
-    for first in range(0, blocks, blocks_per_piece):
-        last = min(first + blocks_per_piece, blocks)
-        rows = _rotate((x[first:last], x_swapped[first:last]), fine, d_model)
-        start = first * _BLOCK
-        yield start, rows.reshape(-1, d_model)[: n - start]
+    return block, fine
+
+
+def _range_table(n: int, freqs: _Frequencies, layout: Layout, d_model: int) -> Tensor:
+    """The float64 rows of positions ``0 .. n-1`` (a small table: one piece)."""
+    block, fine = _range_factors(n, freqs, layout)
+    return _rotate(block, fine, d_model).reshape(-1, d_model)[:n]
+
+
+def _fill_range(out: Tensor, blocks_per_piece: int, freqs: _Frequencies, layout: Layout) -> None:
+    """Write the rows of positions ``0 .. n-1`` into ``out`` (n, d_model), piece by piece.
+
+    A piece is computed in a float64 buffer that stays in the cache, then rounded into
+    ``out``; the loop does three operations per piece, no more (a 2**20-row table has
+    a thousand pieces).
+    """
+    n, d_model = out.shape
+    (x, x_swapped), (y_cos, y_sin) = _range_factors(n, freqs, layout)
+    work = torch.empty((blocks_per_piece, *y_cos.shape), dtype=torch.float64, device=out.device)
+    rows = work.flatten(-2).view(-1, work[0, 0].numel())[:, :d_model]
+    size = blocks_per_piece * _BLOCK
+    for a, a_swapped, target in zip(
+        x.split(blocks_per_piece), x_swapped.split(blocks_per_piece), out.split(size),
+        strict=True,
+    ):  # fmt: skip
+        if a.shape[0] < blocks_per_piece:  # the last piece: fewer blocks, fewer rows
+            work, rows = work[: a.shape[0]], rows[: target.shape[0]]
+        torch.mul(a, y_cos, out=work)
+        work.addcmul_(a_swapped, y_sin)
+        target.copy_(_round(rows[: target.shape[0]], out.dtype))
 
 
 def _pieces_of_positions(
@@ -409,9 +441,10 @@ def _pieces_of_positions(
     fine_keys, fine_of = torch.unique(in_block, return_inverse=True)
     x, x_swapped = _block_factors(layout, *freqs.turns(block_keys))
     y_cos, y_sin = _fine_factors(layout, *freqs.turns(fine_keys))
+    work = torch.empty(rows_per_piece * 2 * freqs.pairs, dtype=torch.float64)
     for start in range(0, n, rows_per_piece):
         a, b = block_of[start : start + rows_per_piece], fine_of[start : start + rows_per_piece]
-        yield start, _rotate((x[a], x_swapped[a]), (y_cos[b], y_sin[b]), d_model)
+        yield start, _rotate((x[a], x_swapped[a]), (y_cos[b], y_sin[b]), d_model, work)
 
 
 # -- Diffusion timesteps ----------------------------------------------------------------
