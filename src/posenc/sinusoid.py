@@ -352,7 +352,7 @@ def _rotate(block: Factors, fine: Factors, d_model: int, work: Tensor | None = N
     ``work``, if given, is a float64 buffer of at least the result's size to compute in
     (reused from piece to piece, so that a large table does not allocate per piece).
     """
-    shape = torch.broadcast_shapes(block[0].shape, fine[0].shape)
+    shape = torch.broadcast_shapes(block[0].shape, fine[0].shape)  # type: ignore[no-untyped-call]
     rows = None if work is None else work[: math.prod(shape)].view(shape)
     rows = torch.mul(block[0], fine[0], out=rows)
     rows.addcmul_(block[1], fine[1])
@@ -404,16 +404,17 @@ def _fill_range(out: Tensor, blocks_per_piece: int, freqs: _Frequencies, layout:
     (x, x_swapped), (y_cos, y_sin) = _range_factors(n, freqs, layout)
     work = torch.empty((blocks_per_piece, *y_cos.shape), dtype=torch.float64, device=out.device)
     rows = work.flatten(-2).view(-1, work[0, 0].numel())[:, :d_model]
-    size = blocks_per_piece * _BLOCK
-    for a, a_swapped, target in zip(
-        x.split(blocks_per_piece), x_swapped.split(blocks_per_piece), out.split(size),
-        strict=True,
-    ):  # fmt: skip
-        if a.shape[0] < blocks_per_piece:  # the last piece: fewer blocks, fewer rows
+    per, size = blocks_per_piece, blocks_per_piece * _BLOCK
+    pieces = [
+        (x[i : i + per], x_swapped[i : i + per], out[i * _BLOCK :][:size])
+        for i in range(0, x.shape[0], per)
+    ]
+    for a, a_swapped, target in pieces:
+        if target.shape[0] < size:  # the last piece: fewer rows, perhaps fewer blocks
             work, rows = work[: a.shape[0]], rows[: target.shape[0]]
         torch.mul(a, y_cos, out=work)
         work.addcmul_(a_swapped, y_sin)
-        target.copy_(_round(rows[: target.shape[0]], out.dtype))
+        target.copy_(_round(rows, out.dtype))
 
 
 def _pieces_of_positions(
