@@ -26,7 +26,7 @@ from torch.nn.functional import embedding
 
 from posenc import TokenAndPositionEmbedding, sinusoidal_table
 
-B, L, D, VOCAB = 8, 256, 512, 8_000
+B, L, D, VOCAB = 16, 512, 512, 16_000
 ids = torch.randint(0, VOCAB, (B, L))
 
 
@@ -86,8 +86,8 @@ for dtype, medians in results.items():
 # output where the floor makes two, and in bfloat16 one more elementwise pass
 # (the scaled embedding is rounded before the table is added, as the unfused
 # modules round it).
-names = {"floor": "floor:\nlookup + add", "baseline": "Annotated-\nTransformer pair",
-         "posenc": "posenc, eager"}  # fmt: skip
+names = {"floor": "floor\n(lookup + add)", "baseline": "Annotated\nTransformer",
+         "posenc": "posenc\n(eager)"}  # fmt: skip
 fig, axes = plt.subplots(1, 2, figsize=(7.4, 3.6), sharey=True, layout="constrained")
 for ax, dtype in zip(axes, dtypes, strict=True):
     medians = results[dtype]

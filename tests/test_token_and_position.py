@@ -62,13 +62,13 @@ def test_equals_unfused_pair_in_other_dtypes(dtype: torch.dtype, padding_idx: in
         assert torch.equal(layer(ids), pe(emb(ids)))
 
 
-# Shapes for the CPU inference path, which works a block of about 2**20 elements at a
-# time: several blocks of whole sequences with a partial last one, sequences longer than
-# a block (split within the sequence), and one short sequence.
+# Shapes for the CPU inference path in float32 and float64, which works a block of about
+# 2**20 elements at a time: several blocks of whole sequences with a partial last one,
+# sequences longer than a block (split within the sequence), and one short sequence.
 BLOCK_SHAPES = [(9, 512, 512), (2, 1500, 1024), (3, 7, 64)]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize(("batch", "length", "d_model"), BLOCK_SHAPES)
 def test_inference_block_by_block_equals_unfused_pair(
     dtype: torch.dtype, batch: int, length: int, d_model: int
@@ -91,6 +91,10 @@ def test_inference_block_by_block_equals_unfused_pair(
         assert torch.equal(layer(ids, offset=5), pe(emb(ids), offset=5))
     assert not layer._blockwise(layer.embeddings.lut.weight)  # autograd: the whole tensor
     assert torch.equal(layer(ids), pe(emb(ids)))
+    with torch.no_grad():  # half precision: the whole tensor, same values
+        half = layer.to(torch.bfloat16)
+        assert not half._blockwise(half.embeddings.lut.weight)
+        assert torch.equal(half(ids), pe(emb.to(torch.bfloat16)(ids)))
 
 
 def test_inference_with_dropout_draws_as_the_unfused_pair() -> None:

@@ -32,7 +32,12 @@ def _load(env: Any) -> tuple[dict[str, Any], Path]:
 
 
 def _ms(value: float) -> str:
-    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+    """Three significant digits (four from 1,000 on): 0.982, 4.72, 15.0, 141, 5,603."""
+    if value >= 99.95:
+        return f"{value:,.0f}"
+    if value >= 9.995:
+        return f"{value:.1f}"
+    return f"{value:.2f}" if value >= 0.9995 else f"{value:.3f}"
 
 
 def _figure(case: dict[str, Any], allocator: str, stat: str) -> str:
@@ -76,7 +81,7 @@ def _table(section: dict[str, Any], allocators: list[str]) -> nodes.table:
     for allocator in allocators:
         heads += [f"{ALLOCATOR_HEADS.get(allocator, allocator)}: ms", "× floor"]
     if has_base:
-        heads.append("× baseline")
+        heads.append("× baseline (stable)")
     widths = [34] + [14, 9] * len(allocators) + ([9] if has_base else [])
 
     table = nodes.table(classes=["bench-table"])
@@ -132,7 +137,7 @@ class BenchTables(SphinxDirective):
                 out.append(nodes.paragraph(section["note"], section["note"]))
             out.append(_table(section, allocators))
         if not found:
-            text = f"The saved run ({path.name}) has no section {prefix!r}."
+            text = f"Not measured in the saved run ({path.name})."
             out.append(nodes.paragraph(text, text))
         return out
 

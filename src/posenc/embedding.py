@@ -128,7 +128,8 @@ class TokenAndPositionEmbedding(nn.Module):
     ``TokenAndPositionEmbedding(d_model, vocab, dropout, max_len)`` computes
     ``PositionalEncoding(Embeddings(ids))`` with the same values, options and
     errors as the two modules, in fewer passes over memory: it scales and adds
-    in place, into the lookup's fresh output. When a hook is registered on it
+    in place, into the lookup's fresh output (on the CPU without autograd, in
+    float32 and float64, a cache-sized block of tokens at a time). When a hook is registered on it
     or on any child (``embeddings``, ``embeddings.lut``, ``positional``,
     ``positional.dropout``), or globally, it calls the two children one after
     the other instead, so every hook sees what it would see on the unfused pair.
@@ -239,9 +240,15 @@ class TokenAndPositionEmbedding(nn.Module):
         return out
 
     def _blockwise(self, weight: Tensor) -> bool:
-        """Whether to run block by block: on the CPU, eagerly, with no autograd graph."""
+        """Whether to run block by block: on the CPU, eagerly, with no autograd graph.
+
+        Only for float32 and float64, whose in-place passes are bound by memory; in
+        float16 and bfloat16 they are bound by the conversions to and from float32, and
+        blocks gain nothing (measured: the Performance page's *part* rows).
+        """
         return (
             weight.device.type == "cpu"
+            and weight.dtype.itemsize >= 4
             and not (torch.is_grad_enabled() and weight.requires_grad)
             and self.embeddings.lut.max_norm is None  # F.embedding would renormalise rows
             and not torch.compiler.is_compiling()

@@ -390,7 +390,8 @@ def _range_factors(n: int, freqs: _Frequencies, layout: Layout) -> tuple[Factors
 def _range_table(n: int, freqs: _Frequencies, layout: Layout, d_model: int) -> Tensor:
     """The float64 rows of positions ``0 .. n-1`` (a small table: one piece)."""
     block, fine = _range_factors(n, freqs, layout)
-    return _rotate(block, fine, d_model).reshape(-1, d_model)[:n]
+    rows = _rotate(block, fine, d_model).reshape(-1, d_model)
+    return rows if rows.shape[0] == n else rows[:n].clone()  # not a view of a longer table
 
 
 def _fill_range(out: Tensor, blocks_per_piece: int, freqs: _Frequencies, layout: Layout) -> None:
