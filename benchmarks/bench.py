@@ -184,9 +184,14 @@ def table(args: argparse.Namespace) -> Section:
         calls=1,
         note=(
             f"A {mib:,.0f} MiB float32 output per call. Floor: writing it once (torch.empty, "
-            "then fill_). With glibc's defaults every call's output is fresh memory, so the "
-            "floor is the first touch, page faults included; the stable allocator reuses "
-            "the freed block, so its column shows the work without page faults."
+            "then fill_)."
+            + (
+                " With glibc's defaults every call's output is fresh memory, so the floor is "
+                "the first touch, page faults included; the stable allocator reuses the freed "
+                "block, so its column shows the work without page faults."
+                if mib > 32
+                else ""
+            )
         ),
     )  # fmt: skip
 

@@ -118,7 +118,7 @@ def sinusoidal_table(
     interleaved layout, defined for every ``d_model >= 1``. The sines and
     cosines are computed in float64 (by angle addition; the user guide's
     Precision page proves the bound) and rounded once to ``dtype``: a float32
-    entry is within half a float32 ulp plus 3.3e-15 of the exact value, under
+    entry is within half a float32 ulp plus 3e-15 of the exact value, under
     3e-8, at every position below 2**31.
 
     ``layout`` and ``endpoint`` select the conventions of other libraries
@@ -266,6 +266,9 @@ _HEAD_BITS = 32
 # piece by torch.compile); larger ones in pieces of _PIECE cells, written into the output.
 _ONE_PIECE = 1 << 22
 _PIECE = 1 << 18
+# Up to this many cells, tensor positions on the CPU get their factors row by row (fewer
+# operations than finding the distinct blocks and in-block steps first).
+_SMALL = 1 << 12
 
 
 Constants = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
@@ -314,18 +317,32 @@ class _Frequencies:
         self.pairs: int = len(heads)
 
     def turns(self, steps: Tensor) -> tuple[Tensor, Tensor]:
-        """Sin and cos of ``steps · ω`` for integer ``steps`` (…,), each (…, pairs), float64.
+        """Sin and cos of ``steps · ω`` for integer ``steps >= 0`` (…,): (…, pairs), float64.
 
-        The angle is ``|s|·head`` (exact) plus ``|s|·tail`` (small, rounded once), joined
-        by one rotation; negative steps mirror the positive ones (sin odd, cos even).
+        The angle is ``s·head`` (exact) plus ``s·tail`` (small, rounded once), joined by
+        one rotation.
         """
-        magnitude = steps.abs().to(torch.float64).unsqueeze(-1)
-        big, small = magnitude * self.heads, magnitude * self.tails
+        s = steps.to(torch.float64).unsqueeze(-1)
+        big, small = s * self.heads, s * self.tails
         sin_big, cos_big = torch.sin(big), torch.cos(big)
         sin_small, cos_small = torch.sin(small), torch.cos(small)
         sin = torch.mul(sin_big, cos_small).addcmul_(cos_big, sin_small)
         cos = torch.mul(cos_big, cos_small).addcmul_(sin_big, sin_small, value=-1)
-        return torch.where(steps.unsqueeze(-1) < 0, -sin, sin), cos
+        return sin, cos
+
+    def fine_turns(self, steps: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`turns` for in-block steps ``0 <= s < B``, with two sines fewer.
+
+        There ``|s·tail| < 2**-20``, where ``sin x = x`` and ``cos x = 1 - x²/2`` hold
+        to better than half a float64 ulp: no float64 sin or cos of the small angle.
+        """
+        s = steps.to(torch.float64).unsqueeze(-1)
+        big, small = s * self.heads, s * self.tails
+        sin_big, cos_big = torch.sin(big), torch.cos(big)
+        cos_small = torch.mul(small, small).mul_(-0.5).add_(1.0)
+        sin = torch.mul(sin_big, cos_small).addcmul_(cos_big, small)
+        cos = torch.mul(cos_big, cos_small).addcmul_(sin_big, small, value=-1)
+        return sin, cos
 
 
 Factors = tuple[Tensor, Tensor]
@@ -383,7 +400,7 @@ def _range_factors(n: int, freqs: _Frequencies, layout: Layout) -> tuple[Factors
     blocks = -(-n // _BLOCK)
     block_steps = torch.arange(blocks, device=device).unsqueeze(-1) * _BLOCK  # (blocks, 1)
     block = _block_factors(layout, *freqs.turns(block_steps))
-    fine = _fine_factors(layout, *freqs.turns(torch.arange(min(n, _BLOCK), device=device)))
+    fine = _fine_factors(layout, *freqs.fine_turns(torch.arange(min(n, _BLOCK), device=device)))
     return block, fine
 
 
@@ -421,16 +438,26 @@ def _fill_range(out: Tensor, blocks_per_piece: int, freqs: _Frequencies, layout:
 def _pieces_of_positions(
     flat: Tensor, rows_per_piece: int, freqs: _Frequencies, layout: Layout, d_model: int
 ) -> Iterator[tuple[int, Tensor]]:
-    """``(first row, float64 rows)`` for the int64 positions ``flat`` (n,)."""
+    """``(first row, float64 rows)`` for the int64 positions ``flat`` (n,).
+
+    A negative position gets the row of its magnitude with the sines negated (sin is
+    odd, cos even), so that the table is exactly symmetric.
+    """
     n = flat.numel()
-    blocks = torch.div(flat, _BLOCK, rounding_mode="trunc")
-    block_steps, in_block = blocks * _BLOCK, flat - blocks * _BLOCK
-    if flat.device.type != "cpu" or torch.compiler.is_compiling():
-        # No data-dependent shapes (no sync on accelerators; traceable): factors per row.
+    magnitude = flat.abs()
+    block_steps = torch.div(magnitude, _BLOCK, rounding_mode="floor") * _BLOCK
+    in_block = magnitude - block_steps
+    if flat.device.type != "cpu" or torch.compiler.is_compiling() or n * freqs.pairs <= _SMALL:
+        # Factors per row: no data-dependent shapes (no sync on accelerators, traceable),
+        # and the fewest operations for the few rows a forward pass computes.
         def rows(start: int, stop: int) -> Tensor:
-            block = _block_factors(layout, *freqs.turns(block_steps[start:stop]))
-            fine = _fine_factors(layout, *freqs.turns(in_block[start:stop]))
-            return _rotate(block, fine, d_model)
+            sin_a, cos_a = freqs.turns(block_steps[start:stop])
+            sin_b, cos_b = freqs.fine_turns(in_block[start:stop])
+            pair = -1 if layout == "interleaved" else -2
+            # [sin a, cos a]·cos b + [cos a, -sin a]·sin b: the operations of _rotate.
+            rows = _pairs(layout, sin_a, cos_a) * cos_b.unsqueeze(pair)
+            rows.addcmul_(_pairs(layout, cos_a, -sin_a), sin_b.unsqueeze(pair))
+            return _mirror(rows.flatten(-2)[..., :d_model], flat[start:stop], layout)
 
         if rows_per_piece == n:  # no loop over a length that may be a traced symbol
             yield 0, rows(0, n)
@@ -442,11 +469,21 @@ def _pieces_of_positions(
     block_keys, block_of = torch.unique(block_steps, return_inverse=True)
     fine_keys, fine_of = torch.unique(in_block, return_inverse=True)
     x, x_swapped = _block_factors(layout, *freqs.turns(block_keys))
-    y_cos, y_sin = _fine_factors(layout, *freqs.turns(fine_keys))
+    y_cos, y_sin = _fine_factors(layout, *freqs.fine_turns(fine_keys))
     work = torch.empty(rows_per_piece * 2 * freqs.pairs, dtype=torch.float64)
     for start in range(0, n, rows_per_piece):
         a, b = block_of[start : start + rows_per_piece], fine_of[start : start + rows_per_piece]
-        yield start, _rotate((x[a], x_swapped[a]), (y_cos[b], y_sin[b]), d_model, work)
+        block = (x.index_select(0, a), x_swapped.index_select(0, a))
+        fine = (y_cos.index_select(0, b), y_sin.index_select(0, b))
+        piece = _rotate(block, fine, d_model, work)
+        yield start, _mirror(piece, flat[start : start + rows_per_piece], layout)
+
+
+def _mirror(rows: Tensor, positions: Tensor, layout: Layout) -> Tensor:
+    """``rows`` (m, d_model) with the sine columns negated where ``positions`` is negative."""
+    sines = rows[:, 0::2] if layout == "interleaved" else rows[:, : (rows.shape[1] + 1) // 2]
+    sines.mul_(torch.where(positions.unsqueeze(-1) < 0, -1.0, 1.0))
+    return rows
 
 
 # -- Diffusion timesteps ----------------------------------------------------------------
