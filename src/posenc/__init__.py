@@ -10,13 +10,14 @@ from .attention import (
 from .embedding import Embeddings, TokenAndPositionEmbedding
 from .positional import PositionalEncoding
 from .positions import positions_from_lengths, positions_from_mask
-from .sinusoid import LAYOUTS, inverse_frequencies, sinusoidal_table
+from .sinusoid import LAYOUTS, Layout, inverse_frequencies, sinusoidal_table
 
 __version__ = "0.1.0"
 
 __all__ = [
     "LAYOUTS",
     "Embeddings",
+    "Layout",
     "MultiHeadedAttention",
     "PositionalEncoding",
     "PositionwiseFeedForward",
