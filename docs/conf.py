@@ -269,9 +269,8 @@ MAX_CODE_LINE = 88
 def check_code_lines(app, doctree) -> None:  # type: ignore[no-untyped-def]
     """Fail the build (under -W) if a code line shown in the docs is over 88 characters."""
     from docutils import nodes
-    from sphinx.util import logging
-
     from gallery_hooks import PENDING_PAGES
+    from sphinx.util import logging
 
     log = logging.getLogger("posenc-docs")
     report = log.info if app.env.docname in PENDING_PAGES else log.warning
@@ -286,7 +285,9 @@ def check_code_lines(app, doctree) -> None:  # type: ignore[no-untyped-def]
 
 
 # A gallery figure in a page's HTML, by file name: sphx_glr_plot_01_waveforms_001.png.
-GALLERY_IMG = re.compile(r"<img\b[^>]*?\bsrc=\"(?P<src>[^\"]*?(?P<name>sphx_glr_\w+_\d{3})\.png)\"[^>]*>")
+GALLERY_IMG = re.compile(
+    r"<img\b[^>]*?\bsrc=\"(?P<src>[^\"]*?(?P<name>sphx_glr_\w+_\d{3})\.png)\"[^>]*>"
+)
 
 
 def add_srcset(app, pagename, templatename, context, doctree) -> None:  # type: ignore[no-untyped-def]

@@ -95,7 +95,7 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
     rst = matplotlib_scraper(block, block_vars, gallery_conf)
     record_path = Path(paths.image_path).parent / FIGURE_TEXT
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
-    for path, (width, points, pixels, sample) in zip(paths.paths[done:], measured):
+    for path, (width, points, pixels, sample) in zip(paths.paths[done:], measured, strict=True):
         name = Path(path).name
         record[name] = {
             "width_px": width,
