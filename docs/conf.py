@@ -315,12 +315,35 @@ def add_srcset(app, pagename, templatename, context, doctree) -> None:  # type: 
     context["body"] = GALLERY_IMG.sub(with_srcset, body)
 
 
+TABLE = re.compile(r"<table\b.*?</table>", re.DOTALL)
+CODE_TEXT = re.compile(r'(<span class="pre">)([^<]*)(</span>)')
+
+
+def break_table_code(app, pagename, templatename, context, doctree) -> None:  # type: ignore[no-untyped-def]
+    """Let inline code in a table cell wrap after ``/ _ . = ,`` rather than mid-name.
+
+    A path or an argument list is one long word; ``<wbr>`` marks where a line may
+    break inside it, and the stylesheet breaks elsewhere only if a piece is still
+    wider than its cell.
+    """
+    body = context.get("body")
+    if not body or "<table" not in body:
+        return
+
+    def breakable(code: re.Match[str]) -> str:
+        text = re.sub(r"([/_.=,])(?=.)", r"\1<wbr>", code[2])
+        return f"{code[1]}{text}{code[3]}"
+
+    context["body"] = TABLE.sub(lambda table: CODE_TEXT.sub(breakable, table[0]), body)
+
+
 def setup(app) -> None:  # type: ignore[no-untyped-def]
     _mathjax_source()  # fail early, before the examples run, if MathJax is missing
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", copy_figure_text)
     app.connect("doctree-read", check_code_lines)
     app.connect("html-page-context", add_srcset)
+    app.connect("html-page-context", break_table_code)
     app.connect("missing-reference", resolve_reexported)
     app.connect("autodoc-process-docstring", add_minigallery, priority=600)
     app.connect("env-check-consistency", check_public_api)

@@ -6,8 +6,10 @@ How alike are the encodings of two positions? Each column pair contributes
 
 .. math::
 
-    \sin(p\omega_k)\sin(q\omega_k) + \cos(p\omega_k)\cos(q\omega_k)
-    = \cos\big((p - q)\,\omega_k\big),
+    \begin{aligned}
+    &\sin(p\omega_k)\sin(q\omega_k) + \cos(p\omega_k)\cos(q\omega_k) \\
+    &\qquad = \cos\big((p - q)\,\omega_k\big),
+    \end{aligned}
 
 so the dot product
 
