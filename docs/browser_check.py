@@ -404,7 +404,7 @@ def check_figures(page: Page, problems: Problems, text: dict[str, dict[str, floa
         if shown < MIN_TEXT_PX:
             problems.add(
                 f"{name}: its smallest text ({record['text']!r}, {record['min_text_pt']:g} pt) "
-                f"is {shown:.1f} px tall as shown ({img['natural']} px wide image shown "
+                f"is a {shown:.1f} px font as shown ({img['natural']} px wide image shown "
                 f"{img['shown']:.0f} px wide); at least {MIN_TEXT_PX:g} px is needed"
             )
     return checked

@@ -79,6 +79,7 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
     under 9 px when shown ``COLUMN_PX`` wide is reported here, at build time; the
     browser check then measures the width each figure is really shown at.
     """
+    import matplotlib
     import matplotlib.pyplot as plt
     from sphinx.util import logging
     from sphinx_gallery.scrapers import matplotlib_scraper
@@ -89,7 +90,8 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
     for num in plt.get_fignums():
         fig = plt.figure(num)
         points, sample = _smallest_text(fig)
-        dpi = fig.dpi  # savefig.dpi is "figure" (matplotlib's default)
+        dpi = matplotlib.rcParams["savefig.dpi"]  # the resolution of the 1x image
+        dpi = fig.dpi if dpi == "figure" else dpi
         width = round(fig.get_figwidth() * dpi)
         measured.append((width, points, points * dpi / 72, sample))
     rst = matplotlib_scraper(block, block_vars, gallery_conf)
@@ -111,7 +113,7 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
         report = log.info if example in PENDING_PAGES else log.warning
         if shown < MIN_TEXT_PX:
             report(
-                "%s: its smallest text (%r, %.1f pt) is %.1f px when the %d px figure "
+                "%s: its smallest text (%r, %.1f pt) is a %.1f px font when the %d px figure "
                 "is shown %d px wide; at least %.0f px is needed",
                 name, sample[:40], points, shown, width, min(width, COLUMN_PX), MIN_TEXT_PX,
             )  # fmt: skip
