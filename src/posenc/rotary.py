@@ -138,8 +138,10 @@ def rope_frequencies(
         ...            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         ...            "original_max_position_embeddings": 8192}
         >>> w, factor = rope_frequencies(128, base=500_000.0, scaling=llama31)
-        >>> w.shape, w[[0, 40, 63]]
-        (torch.Size([64]), tensor([1.0000e+00, 2.1001e-03, 3.1219e-07], dtype=torch.float64))
+        >>> plain, _ = rope_frequencies(128, base=500_000.0)
+        >>> (w / plain)[::8]  # fast pairs kept, slow ones / 8, a band between
+        tensor([1.0000, 1.0000, 1.0000, 1.0000, 0.3711, 0.1250, 0.1250, 0.1250],
+               dtype=torch.float64)
 
         YaRN scales the attention too:
 
