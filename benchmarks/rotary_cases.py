@@ -90,17 +90,25 @@ def make_cases(
     times_table = torch.compile(lambda t: t * table, fullgraph=True, dynamic=False)
 
     cases: list[tuple[str, str, Callable[[], object]]] = [
-        ("floor", "floor: empty_like + copy_ (fresh output)",
-         lambda: (torch.empty_like(q).copy_(q), torch.empty_like(k).copy_(k))),
-        ("floor_prealloc", "copy_ into preallocated outputs",
-         lambda: (out_q.copy_(q), out_k.copy_(k))),
+        (
+            "floor",
+            "floor: empty_like + copy_ (fresh output)",
+            lambda: (torch.empty_like(q).copy_(q), torch.empty_like(k).copy_(k)),
+        ),
+        (
+            "floor_prealloc",
+            "copy_ into preallocated outputs",
+            lambda: (out_q.copy_(q), out_k.copy_(k)),
+        ),
         ("posenc", "posenc eager", lambda: (rope(q), rope(k))),
         ("posenc_compiled", "posenc compiled", lambda: (compiled_rope(q), compiled_rope(k))),
         ("hf", "HF apply_rotary_pos_emb eager", lambda: apply_rotary_pos_emb(q, k, cos, sin)),
-        ("hf_compiled", "HF apply_rotary_pos_emb compiled",
-         lambda: compiled_hf(q, k, cos, sin)),
-        ("table_bound", "bound: t * (L, D) table, compiled",
-         lambda: (times_table(q), times_table(k))),
+        ("hf_compiled", "HF apply_rotary_pos_emb compiled", lambda: compiled_hf(q, k, cos, sin)),
+        (
+            "table_bound",
+            "bound: t * (L, D) table, compiled",
+            lambda: (times_table(q), times_table(k)),
+        ),
     ]
     if dtype in (torch.bfloat16, torch.float16):
         low_cos, low_sin = rope.cos_sin(length, dtype=dtype)
@@ -172,8 +180,9 @@ def main() -> None:
             subprocess.run([sys.executable, __file__, *argv], env=env, check=True)
         return
     tunables = os.environ.get("GLIBC_TUNABLES", "")
+    allocator = f"GLIBC_TUNABLES={tunables}" if tunables else "glibc defaults"
     print(f"torch {torch.__version__}, {platform.machine()}, {torch.get_num_threads()} threads, "
-          f"allocator: {'GLIBC_TUNABLES=' + tunables if tunables else 'glibc defaults'}")  # fmt: skip
+          f"allocator: {allocator}")  # fmt: skip
     for name in args.dtypes.split(","):
         report(getattr(torch, name), args)
 

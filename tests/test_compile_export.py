@@ -35,7 +35,9 @@ MODULES: list[tuple[str, Callable[[], nn.Module], Callable[[int], torch.Tensor]]
     ),
     (
         "RotaryEmbedding",
-        lambda: RotaryEmbedding(D, max_len=MAX_LEN, scaling={"rope_type": "linear", "factor": 2.0}),
+        lambda: RotaryEmbedding(
+            D, max_len=MAX_LEN, scaling={"rope_type": "linear", "factor": 2.0}
+        ),
         float_input,
     ),
 ]
@@ -171,7 +173,9 @@ def head_input(length: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_rotary_compile_one_graph_for_all_lengths_and_dtype(layout: str, dtype: torch.dtype) -> None:
+def test_rotary_compile_one_graph_for_all_lengths_and_dtype(
+    layout: str, dtype: torch.dtype
+) -> None:
     module = RotaryEmbedding(D, layout=layout, max_len=MAX_LEN)  # type: ignore[arg-type]
     backend = CountingBackend()
     compiled = torch.compile(module, backend=backend, fullgraph=True, dynamic=True)
@@ -187,7 +191,9 @@ def test_rotary_compile_one_graph_for_all_lengths_and_dtype(layout: str, dtype: 
     [None, {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 32}],
     ids=["default", "dynamic"],
 )
-def test_rotary_compile_with_tensor_offsets_and_positions(scaling: dict[str, object] | None) -> None:
+def test_rotary_compile_with_tensor_offsets_and_positions(
+    scaling: dict[str, object] | None,
+) -> None:
     module = RotaryEmbedding(D, max_len=MAX_LEN, scaling=scaling)
     backend = CountingBackend()
     compiled = torch.compile(module, backend=backend, fullgraph=True, dynamic=True)

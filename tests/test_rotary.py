@@ -76,7 +76,8 @@ def permutation(head_dim: int) -> torch.Tensor:
 @pytest.mark.parametrize("head_dim", [2, 8, 64, 128])
 def test_default_frequencies_are_roformers(head_dim: int, base: float) -> None:
     freqs, factor = rope_frequencies(head_dim, base=base)
-    assert freqs.dtype == torch.float64 and freqs.shape == (head_dim // 2,)
+    assert freqs.dtype == torch.float64
+    assert freqs.shape == (head_dim // 2,)
     np.testing.assert_allclose(freqs.numpy(), roformer_frequencies(head_dim, base), rtol=1e-15)
     assert factor == 1.0
     same, _ = rope_frequencies(head_dim, base=base, scaling={"rope_type": "default"})
@@ -147,7 +148,8 @@ def test_yarn_blends_extrapolation_and_interpolation(
     theta = roformer_frequencies(d, base)
     rotations = trained * theta / TWO_PI
     fast_pairs, slow_pairs = rotations > fast * 1.5, rotations < slow / 1.5
-    assert fast_pairs.any() and slow_pairs.any()
+    assert fast_pairs.any()
+    assert slow_pairs.any()
     np.testing.assert_allclose(freqs.numpy()[fast_pairs], theta[fast_pairs], rtol=1e-15)
     np.testing.assert_allclose(freqs.numpy()[slow_pairs], theta[slow_pairs] / s, rtol=1e-15)
     # sqrt(1/t) = 0.1 ln s + 1 (Peng et al., eq. 22)
@@ -180,7 +182,9 @@ def test_yarn_factor_defaults_to_the_length_ratio() -> None:
         "max_position_embeddings": 16_384,
     }
     explicit = dict(YARN, factor=4.0)
-    assert torch.equal(rope_frequencies(64, scaling=implicit)[0], rope_frequencies(64, scaling=explicit)[0])
+    assert torch.equal(
+        rope_frequencies(64, scaling=implicit)[0], rope_frequencies(64, scaling=explicit)[0]
+    )
 
 
 def llama3_reference(freqs: np.ndarray, s: float, low: float, high: float, old: int) -> np.ndarray:
@@ -207,7 +211,8 @@ def test_llama3_band_smoothing(base: float) -> None:
     assert factor == 1.0
     # All three bands occur with Llama 3.1's numbers.
     ratio = freqs.numpy() / roformer_frequencies(128, base)
-    assert (ratio == 1).any() and np.isclose(ratio, 1 / 8).any()
+    assert (ratio == 1).any()
+    assert np.isclose(ratio, 1 / 8).any()
     assert ((ratio > 1 / 8 + 1e-9) & (ratio < 1 - 1e-9)).any()
 
 
@@ -230,7 +235,8 @@ def test_proportional_rotates_a_share_of_the_pairs() -> None:
     # Gemma 4's global layers: exponents over the whole head, the remaining pairs still.
     scaling = {"rope_type": "proportional", "partial_rotary_factor": 0.25, "factor": 2.0}
     freqs, factor = rope_frequencies(512, base=1e6, scaling=scaling)
-    assert freqs.shape == (256,) and factor == 1.0
+    assert freqs.shape == (256,)
+    assert factor == 1.0
     np.testing.assert_allclose(
         freqs[:64].numpy(), roformer_frequencies(512, 1e6)[:64] / 2.0, rtol=1e-15
     )
@@ -261,7 +267,9 @@ def test_partial_rotary_factor_sets_the_rotated_dimension(rope_type: str) -> Non
     x = torch.randn(2, 4, 7, 128)
     y = rope(x, offset=5)
     assert torch.equal(y[..., 32:], x[..., 32:])
-    assert torch.equal(y[..., :32], RotaryEmbedding(32, scaling=full_scaling)(x[..., :32], offset=5))
+    assert torch.equal(
+        y[..., :32], RotaryEmbedding(32, scaling=full_scaling)(x[..., :32], offset=5)
+    )
 
 
 def test_keys_a_type_does_not_read_are_accepted_and_none_counts_as_missing() -> None:
@@ -275,13 +283,23 @@ def test_keys_a_type_does_not_read_are_accepted_and_none_counts_as_missing() -> 
         "type": "linear",
     }
     freqs, _ = rope_frequencies(64, scaling=config_like)
-    assert torch.equal(freqs, rope_frequencies(64, scaling={"rope_type": "linear", "factor": 2.0})[0])
+    assert torch.equal(
+        freqs, rope_frequencies(64, scaling={"rope_type": "linear", "factor": 2.0})[0]
+    )
     legacy = {"type": "linear", "factor": 2.0}  # the older name of rope_type
     assert torch.equal(rope_frequencies(64, scaling=legacy)[0], freqs)
 
 
 def test_rope_types_lists_what_is_accepted() -> None:
-    assert ROPE_TYPES == ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
+    assert ROPE_TYPES == (
+        "default",
+        "linear",
+        "dynamic",
+        "yarn",
+        "llama3",
+        "longrope",
+        "proportional",
+    )
     assert ROTARY_LAYOUTS == ("half", "interleaved")
 
 
@@ -296,7 +314,9 @@ def test_forward_is_the_float64_rotation(layout: str, scaling: dict[str, object]
     freqs, factor = rope_frequencies(32, scaling=scaling)
     for offset in (0, 30, 5000):
         got = rope.double()(x, offset=offset).numpy()
-        expected = rotary_reference(x, np.arange(offset, offset + 40), freqs.numpy(), layout, factor)
+        expected = rotary_reference(
+            x, np.arange(offset, offset + 40), freqs.numpy(), layout, factor
+        )
         np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
 
 
@@ -308,7 +328,9 @@ def test_float32_rotation_is_within_two_ulps_of_the_pair_length(layout: str) -> 
     for offset in (0, 10**5, 10**6, 2**20 - 32):
         y = rope(x, offset=offset)
         exact = rotary_reference(x, np.arange(offset, offset + 32), freqs, layout)
-        assert np.all(np.abs(y.double().numpy() - exact) <= 2 * ulp(pair_length(x, layout), torch.float32))
+        assert np.all(
+            np.abs(y.double().numpy() - exact) <= 2 * ulp(pair_length(x, layout), torch.float32)
+        )
 
 
 def pair_length(x: torch.Tensor, layout: str) -> np.ndarray:
@@ -325,10 +347,16 @@ def pair_length(x: torch.Tensor, layout: str) -> np.ndarray:
 @pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("cast", ["to", "method"])
-def test_cast_module_is_within_one_ulp_at_far_positions(layout: str, dtype: torch.dtype, cast: str) -> None:
+def test_cast_module_is_within_one_ulp_at_far_positions(
+    layout: str, dtype: torch.dtype, cast: str
+) -> None:
     # Built in float32, cast after construction: the case that breaks castable buffers.
     rope = RotaryEmbedding(128, layout=layout)
-    rope = rope.to(dtype) if cast == "to" else (rope.half() if dtype == torch.float16 else rope.bfloat16())
+    rope = (
+        rope.to(dtype)
+        if cast == "to"
+        else (rope.half() if dtype == torch.float16 else rope.bfloat16())
+    )
     x = torch.randn(4, 8, 16, 128).to(dtype)
     freqs = roformer_frequencies(128)
     for offset in (0, 10**5, 10**6):
@@ -423,7 +451,9 @@ def test_score_depends_only_on_the_distance(
     offset=far_positions,
     dtype=st.sampled_from([torch.float32, torch.float64]),
 )
-def test_rotation_keeps_every_pair_length(head_dim: int, layout: str, offset: int, dtype: torch.dtype) -> None:
+def test_rotation_keeps_every_pair_length(
+    head_dim: int, layout: str, offset: int, dtype: torch.dtype
+) -> None:
     rope = RotaryEmbedding(head_dim, layout=layout)  # type: ignore[arg-type]
     x = torch.randn(2, 3, 9, head_dim).to(dtype)
     y = rope(x, offset=offset)
@@ -456,7 +486,9 @@ def test_decoding_token_by_token_equals_the_whole_sequence(
     offsets=st.lists(st.integers(0, 10**6), min_size=1, max_size=4),
     layout=st.sampled_from(ROTARY_LAYOUTS),
 )
-def test_per_sequence_offsets_rotate_each_sequence_by_its_own(offsets: list[int], layout: str) -> None:
+def test_per_sequence_offsets_rotate_each_sequence_by_its_own(
+    offsets: list[int], layout: str
+) -> None:
     rope = RotaryEmbedding(16, layout=layout, max_len=32)  # type: ignore[arg-type]
     x = torch.randn(len(offsets), 4, 5, 16)
     got = rope(x, offset=torch.tensor(offsets))
@@ -581,7 +613,9 @@ def test_dynamic_frequencies_follow_each_calls_longest_position() -> None:
     for length, offset in ((50, 0), (64, 0), (65, 0), (100, 0), (10, 90)):
         got = rope(x[:, :, :length], offset=offset)
         freqs, _ = rope_frequencies(16, scaling=scaling, seq_len=offset + length)
-        expected = rotary_reference(x[:, :, :length], np.arange(offset, offset + length), freqs.numpy())
+        expected = rotary_reference(
+            x[:, :, :length], np.arange(offset, offset + length), freqs.numpy()
+        )
         np.testing.assert_allclose(got.numpy(), expected, atol=1e-12)
     # Within the trained length, the unscaled frequencies (the table's).
     torch.testing.assert_close(
@@ -601,7 +635,9 @@ def test_longrope_switches_factor_sets_with_the_length() -> None:
     x = torch.randn(1, 2, 40, 16, dtype=torch.float64)
     for length in (32, 33, 40):
         freqs, factor = rope_frequencies(16, scaling=scaling, seq_len=length)
-        expected = rotary_reference(x[:, :, :length], np.arange(length), freqs.numpy(), factor=factor)
+        expected = rotary_reference(
+            x[:, :, :length], np.arange(length), freqs.numpy(), factor=factor
+        )
         np.testing.assert_allclose(rope(x[:, :, :length]).numpy(), expected, atol=1e-12)
         by_tensor = rope(x[:, :, :length], positions=torch.arange(length))
         assert torch.equal(by_tensor, rope(x[:, :, :length]))
@@ -615,15 +651,17 @@ def test_cast_modules_are_bit_identical_to_fresh_ones(layout: str) -> None:
     fresh = RotaryEmbedding(64, layout=layout, scaling=YARN)  # type: ignore[arg-type]
     x = torch.randn(2, 4, 6, 64)
     for dtype in (torch.bfloat16, torch.float16):
-        for cast in (
-            lambda m: m.to(dtype),
-            lambda m: m.half() if dtype == torch.float16 else m.bfloat16(),
-            lambda m: m.to(dtype).float(),
-            lambda m: m.double().to(dtype),
+        method = "half" if dtype == torch.float16 else "bfloat16"
+        for module in (
+            copy.deepcopy(fresh).to(dtype),
+            getattr(copy.deepcopy(fresh), method)(),
+            copy.deepcopy(fresh).to(dtype).float(),
+            copy.deepcopy(fresh).double().to(dtype),
         ):
-            module = cast(copy.deepcopy(fresh))
             for offset in (0, 10**5, 10**6):
-                assert torch.equal(module(x.to(dtype), offset=offset), fresh(x.to(dtype), offset=offset))
+                assert torch.equal(
+                    module(x.to(dtype), offset=offset), fresh(x.to(dtype), offset=offset)
+                )
     assert torch.equal(fresh.double().float()._cos, RotaryEmbedding(64, scaling=YARN)._cos)
 
 
@@ -649,14 +687,16 @@ def test_meta_init_then_to_empty() -> None:
     assert rope._cos.is_meta
     rope = rope.to_empty(device="cpu")
     fresh = RotaryEmbedding(16, max_len=32, scaling=LLAMA31)
-    assert torch.equal(rope._cos, fresh._cos) and torch.equal(rope._sin, fresh._sin)
+    assert torch.equal(rope._cos, fresh._cos)
+    assert torch.equal(rope._sin, fresh._sin)
     x = torch.randn(2, 40, 16)
     assert torch.equal(rope(x), fresh(x))
 
 
 def test_nothing_is_saved_or_trained_and_forward_keeps_state() -> None:
     rope = RotaryEmbedding(16, scaling=dynamic(8), max_len=16)
-    assert rope.state_dict() == {} and list(rope.parameters()) == []
+    assert rope.state_dict() == {}
+    assert list(rope.parameters()) == []
     before = {k: v.clone() for k, v in rope.named_buffers()}
     freqs = rope._freqs.clone()
     rope(torch.randn(2, 40, 16), offset=100)
@@ -680,7 +720,9 @@ def test_cos_sin_are_fresh_tensors_and_feed_apply_rotary() -> None:
     per_sequence, _ = rope.cos_sin(4, offset=torch.tensor([0, 100]), batch=2)
     assert per_sequence.shape == (2, 4, 8)
     low, _ = rope.cos_sin(3, offset=10**6, dtype=torch.bfloat16)
-    exact = torch.cos(torch.arange(10**6, 10**6 + 3, dtype=torch.float64)[:, None] * rope_frequencies(16)[0])
+    exact = torch.cos(
+        torch.arange(10**6, 10**6 + 3, dtype=torch.float64)[:, None] * rope_frequencies(16)[0]
+    )
     assert torch.equal(low, exact.bfloat16())  # rounded once from float64, not via float32
 
 
@@ -726,7 +768,9 @@ def test_large_inputs_are_rotated_in_slices_with_the_same_values() -> None:
     pos = np.arange(300) + 12345
     exact = rotary_reference(x, pos, roformer_frequencies(64))
     y = rope(x, offset=12345)
-    assert np.all(np.abs(y.double().numpy() - exact) <= ulp(pair_length(x, "half"), torch.bfloat16))
+    assert np.all(
+        np.abs(y.double().numpy() - exact) <= ulp(pair_length(x, "half"), torch.bfloat16)
+    )
     whole = torch.cat([rope(x[:, :, i : i + 1], offset=12345 + i) for i in range(300)], dim=2)
     assert torch.equal(y, whole)
 
@@ -744,7 +788,11 @@ def test_unbatched_and_empty_inputs() -> None:
 def test_repr() -> None:
     assert repr(RotaryEmbedding(64)) == "RotaryEmbedding(head_dim=64, max_len=4096)"
     rope = RotaryEmbedding(
-        128, base=5e5, layout="interleaved", scaling=dict(LLAMA31, partial_rotary_factor=0.5), max_len=16
+        128,
+        base=5e5,
+        layout="interleaved",
+        scaling=dict(LLAMA31, partial_rotary_factor=0.5),
+        max_len=16,
     )
     assert repr(rope) == (
         "RotaryEmbedding(head_dim=128, max_len=16, base=500000, layout='interleaved', "
@@ -772,8 +820,12 @@ def test_apply_rotary_partial_and_broadcast_tables() -> None:
     assert torch.equal(y[..., 6:], x[..., 6:])
     xs, a = x.numpy(), angles.numpy()
     first, second = xs[..., 0:6:2], xs[..., 1:6:2]
-    np.testing.assert_allclose(y[..., 0:6:2].numpy(), first * np.cos(a) - second * np.sin(a), atol=1e-15)
-    np.testing.assert_allclose(y[..., 1:6:2].numpy(), second * np.cos(a) + first * np.sin(a), atol=1e-15)
+    np.testing.assert_allclose(
+        y[..., 0:6:2].numpy(), first * np.cos(a) - second * np.sin(a), atol=1e-15
+    )
+    np.testing.assert_allclose(
+        y[..., 1:6:2].numpy(), second * np.cos(a) + first * np.sin(a), atol=1e-15
+    )
 
 
 # --- errors --------------------------------------------------------------------------------
@@ -786,12 +838,22 @@ def test_apply_rotary_partial_and_broadcast_tables() -> None:
         ({"head_dim": 0}, ValueError, "head_dim must be a positive int, got 0"),
         ({"head_dim": 8.0}, TypeError, "head_dim must be an int, got float 8.0"),
         ({"base": 1.0}, ValueError, "base must be a finite number > 1, got 1.0"),
-        ({"layout": "rotate_half"}, ValueError, "layout must be one of ('half', 'interleaved'), got 'rotate_half'"),
+        (
+            {"layout": "rotate_half"},
+            ValueError,
+            "layout must be one of ('half', 'interleaved'), got 'rotate_half'",
+        ),
         ({"max_len": 0}, ValueError, "max_len must be a positive int, got 0"),
-        ({"scaling": "linear"}, TypeError, "scaling must be None or a dict in Hugging Face's rope_parameters"),
+        (
+            {"scaling": "linear"},
+            TypeError,
+            "scaling must be None or a dict in Hugging Face's rope_parameters",
+        ),
     ],
 )
-def test_module_argument_errors(kwargs: dict[str, object], error: type[Exception], message: str) -> None:
+def test_module_argument_errors(
+    kwargs: dict[str, object], error: type[Exception], message: str
+) -> None:
     args = {"head_dim": 8, **kwargs}
     with pytest.raises(error, match=re.escape(message)):
         RotaryEmbedding(**args)  # type: ignore[arg-type]
@@ -800,23 +862,95 @@ def test_module_argument_errors(kwargs: dict[str, object], error: type[Exception
 @pytest.mark.parametrize(
     ("scaling", "error", "message"),
     [
-        ({"factor": 2.0}, ValueError, "scaling needs a 'rope_type', one of ('default', 'linear', "),
-        ({"rope_type": "mrope"}, ValueError, "scaling['rope_type'] must be one of ('default', 'linear', 'dynamic', 'yarn', 'llama3', 'longrope', 'proportional'), got 'mrope'"),
-        ({"rope_type": "linear"}, ValueError, "scaling with rope_type='linear' needs the key 'factor'; got the keys ['rope_type']"),
-        ({"rope_type": "dynamic", "factor": 2.0}, ValueError, "rope_type='dynamic' needs the key 'max_position_embeddings' (the model config's max_position_embeddings"),
-        ({"rope_type": "yarn", "factor": 2.0}, ValueError, "rope_type='yarn' needs the key 'original_max_position_embeddings'"),
-        ({"rope_type": "yarn", "original_max_position_embeddings": 64}, ValueError, "needs the key 'factor', or 'max_position_embeddings' to derive it"),
-        ({k: v for k, v in LLAMA31.items() if k != "low_freq_factor"}, ValueError, "rope_type='llama3' needs the key 'low_freq_factor'"),
-        (dict(LLAMA31, high_freq_factor=1.0), ValueError, "scaling['high_freq_factor'] must be greater than scaling['low_freq_factor']"),
-        ({"rope_type": "linear", "factor": "2"}, TypeError, "scaling['factor'] (rope_type='linear') must be a number, got str '2'"),
-        ({"rope_type": "linear", "factor": -1.0}, ValueError, "scaling['factor'] (rope_type='linear') must be a finite number > 0, got -1.0"),
-        ({"rope_type": "linear", "factor": 2.0, "rope_theta": 5e5}, ValueError, "scaling['rope_theta']=500000.0 differs from base=10000: pass base=scaling['rope_theta']"),
-        (dict(YARN, original_max_position_embeddings=4096.0), TypeError, "scaling['original_max_position_embeddings'] (rope_type='yarn') must be an int"),
-        (dict(YARN, truncate="yes"), TypeError, "scaling['truncate'] (rope_type='yarn') must be a bool, got str 'yes'"),
-        (dict(longrope(4), short_factor=[1.0, 2.0]), ValueError, "scaling['short_factor'] (rope_type='longrope') must hold one number per rotated pair, 4 (rotary dimension 8 / 2), got 2"),
-        ({"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 1.5}, ValueError, "must be in (0, 1], got 1.5"),
-        ({"rope_type": "default", "partial_rotary_factor": 0.4}, ValueError, "must be even and at least 2 (rope_type='default'): got 3 = int(head_dim=8 × 0.4)"),
-        ({"rope_type": "linear", "type": "yarn", "factor": 2.0}, ValueError, "scaling gives rope_type='linear' and type='yarn'"),
+        (
+            {"factor": 2.0},
+            ValueError,
+            "scaling needs a 'rope_type', one of ('default', 'linear', ",
+        ),
+        (
+            {"rope_type": "mrope"},
+            ValueError,
+            "scaling['rope_type'] must be one of ('default', 'linear', 'dynamic', 'yarn', "
+            "'llama3', 'longrope', 'proportional'), got 'mrope'",
+        ),
+        (
+            {"rope_type": "linear"},
+            ValueError,
+            "scaling with rope_type='linear' needs the key 'factor'; got the keys ['rope_type']",
+        ),
+        (
+            {"rope_type": "dynamic", "factor": 2.0},
+            ValueError,
+            "rope_type='dynamic' needs the key 'max_position_embeddings' (the model config's "
+            "max_position_embeddings",
+        ),
+        (
+            {"rope_type": "yarn", "factor": 2.0},
+            ValueError,
+            "rope_type='yarn' needs the key 'original_max_position_embeddings'",
+        ),
+        (
+            {"rope_type": "yarn", "original_max_position_embeddings": 64},
+            ValueError,
+            "needs the key 'factor', or 'max_position_embeddings' to derive it",
+        ),
+        (
+            {k: v for k, v in LLAMA31.items() if k != "low_freq_factor"},
+            ValueError,
+            "rope_type='llama3' needs the key 'low_freq_factor'",
+        ),
+        (
+            dict(LLAMA31, high_freq_factor=1.0),
+            ValueError,
+            "scaling['high_freq_factor'] must be greater than scaling['low_freq_factor']",
+        ),
+        (
+            {"rope_type": "linear", "factor": "2"},
+            TypeError,
+            "scaling['factor'] (rope_type='linear') must be a number, got str '2'",
+        ),
+        (
+            {"rope_type": "linear", "factor": -1.0},
+            ValueError,
+            "scaling['factor'] (rope_type='linear') must be a finite number > 0, got -1.0",
+        ),
+        (
+            {"rope_type": "linear", "factor": 2.0, "rope_theta": 5e5},
+            ValueError,
+            "scaling['rope_theta']=500000.0 differs from base=10000: "
+            "pass base=scaling['rope_theta']",
+        ),
+        (
+            dict(YARN, original_max_position_embeddings=4096.0),
+            TypeError,
+            "scaling['original_max_position_embeddings'] (rope_type='yarn') must be an int",
+        ),
+        (
+            dict(YARN, truncate="yes"),
+            TypeError,
+            "scaling['truncate'] (rope_type='yarn') must be a bool, got str 'yes'",
+        ),
+        (
+            dict(longrope(4), short_factor=[1.0, 2.0]),
+            ValueError,
+            "scaling['short_factor'] (rope_type='longrope') must hold one number per rotated "
+            "pair, 4 (rotary dimension 8 / 2), got 2",
+        ),
+        (
+            {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 1.5},
+            ValueError,
+            "must be in (0, 1], got 1.5",
+        ),
+        (
+            {"rope_type": "default", "partial_rotary_factor": 0.4},
+            ValueError,
+            "must be even and at least 2 (rope_type='default'): got 3 = int(head_dim=8 × 0.4)",
+        ),
+        (
+            {"rope_type": "linear", "type": "yarn", "factor": 2.0},
+            ValueError,
+            "scaling gives rope_type='linear' and type='yarn'",
+        ),
     ],
 )
 def test_scaling_errors(scaling: dict[str, object], error: type[Exception], message: str) -> None:
@@ -836,15 +970,52 @@ def test_seq_len_errors() -> None:
 @pytest.mark.parametrize(
     ("call", "error", "message"),
     [
-        (lambda r: r(torch.ones(2, 5, 8, dtype=torch.long)), TypeError, "input must be a floating tensor, got dtype torch.int64"),
-        (lambda r: r(torch.ones(8)), ValueError, "input must have shape (..., L, head_dim), with the sequence on dim -2, got 1-D shape (8,)"),
-        (lambda r: r(torch.ones(2, 5, 6)), ValueError, "input's last dimension must be head_dim=8, got shape (2, 5, 6)"),
-        (lambda r: r(torch.ones(2, 5, 8), offset=1.5), TypeError, "offset must be an int or an integer tensor, got float 1.5"),
-        (lambda r: r(torch.ones(2, 5, 8), positions=torch.zeros(5)), TypeError, "positions must be an integer tensor of shape (L,) or (B, L), got dtype torch.float32"),
-        (lambda r: r(torch.ones(2, 5, 8), positions=torch.zeros(3, 5, dtype=torch.long)), ValueError, "positions of shape (3, 5) needs 3 sequences, but the input has a batch of B=2"),
-        (lambda r: r(torch.ones(5, 8), offset=torch.tensor([1, 2])), ValueError, "offset of shape (2,) gives one row per sequence, but the input is unbatched"),
-        (lambda r: r(torch.ones(2, 5, 8), offset=1, positions=torch.arange(5)), ValueError, "give either offset or positions, not both"),
-        (lambda r: r.cos_sin(3, dtype=torch.long), TypeError, "dtype must be a floating torch.dtype, got torch.int64"),
+        (
+            lambda r: r(torch.ones(2, 5, 8, dtype=torch.long)),
+            TypeError,
+            "input must be a floating tensor, got dtype torch.int64",
+        ),
+        (
+            lambda r: r(torch.ones(8)),
+            ValueError,
+            "input must have shape (..., L, head_dim), with the sequence on dim -2, "
+            "got 1-D shape (8,)",
+        ),
+        (
+            lambda r: r(torch.ones(2, 5, 6)),
+            ValueError,
+            "input's last dimension must be head_dim=8, got shape (2, 5, 6)",
+        ),
+        (
+            lambda r: r(torch.ones(2, 5, 8), offset=1.5),
+            TypeError,
+            "offset must be an int or an integer tensor, got float 1.5",
+        ),
+        (
+            lambda r: r(torch.ones(2, 5, 8), positions=torch.zeros(5)),
+            TypeError,
+            "positions must be an integer tensor of shape (L,) or (B, L), got dtype torch.float32",
+        ),
+        (
+            lambda r: r(torch.ones(2, 5, 8), positions=torch.zeros(3, 5, dtype=torch.long)),
+            ValueError,
+            "positions of shape (3, 5) needs 3 sequences, but the input has a batch of B=2",
+        ),
+        (
+            lambda r: r(torch.ones(5, 8), offset=torch.tensor([1, 2])),
+            ValueError,
+            "offset of shape (2,) gives one row per sequence, but the input is unbatched",
+        ),
+        (
+            lambda r: r(torch.ones(2, 5, 8), offset=1, positions=torch.arange(5)),
+            ValueError,
+            "give either offset or positions, not both",
+        ),
+        (
+            lambda r: r.cos_sin(3, dtype=torch.long),
+            TypeError,
+            "dtype must be a floating torch.dtype, got torch.int64",
+        ),
     ],
 )
 def test_forward_errors(call: object, error: type[Exception], message: str) -> None:
@@ -856,16 +1027,44 @@ def test_forward_errors(call: object, error: type[Exception], message: str) -> N
 @pytest.mark.parametrize(
     ("args", "error", "message"),
     [
-        ((torch.ones(3, 8), torch.ones(3, 4), torch.ones(3, 4, dtype=torch.float64)), ValueError, "cos and sin must have one shape, dtype and device"),
-        ((torch.ones(3, 8), torch.ones(3, 5), torch.ones(3, 5)), ValueError, "their last dimension must be between 1 and D/2 = 4 for x of shape (3, 8), got (3, 5)"),
-        ((torch.ones(2, 4, 3, 8), torch.ones(2, 3, 4), torch.ones(2, 3, 4)), ValueError, "cos and sin of shape (2, 3, 4) do not broadcast to x's shape (2, 4, 3, 8)"),
-        ((torch.ones(3, 8), torch.ones(4, 3, 4), torch.ones(4, 3, 4)), ValueError, "do not broadcast to x's shape (3, 8)"),
-        ((torch.ones(3, 8, dtype=torch.long), torch.ones(3, 4), torch.ones(3, 4)), TypeError, "x must be a floating tensor, got dtype torch.int64"),
-        ((torch.ones(3, 8), torch.ones(3, 4, dtype=torch.long), torch.ones(3, 4)), TypeError, "cos must be a floating tensor, got dtype torch.int64"),
+        (
+            (torch.ones(3, 8), torch.ones(3, 4), torch.ones(3, 4, dtype=torch.float64)),
+            ValueError,
+            "cos and sin must have one shape, dtype and device",
+        ),
+        (
+            (torch.ones(3, 8), torch.ones(3, 5), torch.ones(3, 5)),
+            ValueError,
+            "their last dimension must be between 1 and D/2 = 4 for x of shape (3, 8), got (3, 5)",
+        ),
+        (
+            (torch.ones(2, 4, 3, 8), torch.ones(2, 3, 4), torch.ones(2, 3, 4)),
+            ValueError,
+            "cos and sin of shape (2, 3, 4) do not broadcast to x's shape (2, 4, 3, 8)",
+        ),
+        (
+            (torch.ones(3, 8), torch.ones(4, 3, 4), torch.ones(4, 3, 4)),
+            ValueError,
+            "do not broadcast to x's shape (3, 8)",
+        ),
+        (
+            (torch.ones(3, 8, dtype=torch.long), torch.ones(3, 4), torch.ones(3, 4)),
+            TypeError,
+            "x must be a floating tensor, got dtype torch.int64",
+        ),
+        (
+            (torch.ones(3, 8), torch.ones(3, 4, dtype=torch.long), torch.ones(3, 4)),
+            TypeError,
+            "cos must be a floating tensor, got dtype torch.int64",
+        ),
     ],
 )
-def test_apply_rotary_errors(args: tuple[torch.Tensor, ...], error: type[Exception], message: str) -> None:
+def test_apply_rotary_errors(
+    args: tuple[torch.Tensor, ...], error: type[Exception], message: str
+) -> None:
     with pytest.raises(error, match=re.escape(message)):
         apply_rotary(*args)
-    with pytest.raises(ValueError, match=re.escape("layout must be one of ('half', 'interleaved'), got 'neox'")):
+    with pytest.raises(
+        ValueError, match=re.escape("layout must be one of ('half', 'interleaved'), got 'neox'")
+    ):
         apply_rotary(torch.ones(3, 8), torch.ones(3, 4), torch.ones(3, 4), layout="neox")  # type: ignore[arg-type]

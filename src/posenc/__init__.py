@@ -17,12 +17,12 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LAYOUTS",
+    "ROPE_TYPES",
+    "ROTARY_LAYOUTS",
     "Embeddings",
     "MultiHeadedAttention",
     "PositionalEncoding",
     "PositionwiseFeedForward",
-    "ROPE_TYPES",
-    "ROTARY_LAYOUTS",
     "RotaryEmbedding",
     "TokenAndPositionEmbedding",
     "__version__",

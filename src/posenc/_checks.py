@@ -396,7 +396,12 @@ _REQUIRED = {
     "linear": ("factor",),
     "dynamic": ("factor", "max_position_embeddings"),
     "yarn": ("original_max_position_embeddings",),
-    "llama3": ("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"),
+    "llama3": (
+        "factor",
+        "original_max_position_embeddings",
+        "low_freq_factor",
+        "high_freq_factor",
+    ),
     "longrope": ("original_max_position_embeddings", "short_factor", "long_factor"),
     "proportional": (),
 }
@@ -510,7 +515,11 @@ def rope_scaling(scaling: object, head_dim: int, base: float) -> RopeScaling:
         raise TypeError(
             f"scaling['truncate'] (rope_type='yarn') must be a bool, got {_show(truncate)}"
         )
-    mscale = _number("mscale", given["mscale"], rope_type, positive=False) if "mscale" in given else None
+    mscale = (
+        _number("mscale", given["mscale"], rope_type, positive=False)
+        if "mscale" in given
+        else None
+    )
     all_dim = (
         _number("mscale_all_dim", given["mscale_all_dim"], rope_type, positive=False)
         if "mscale_all_dim" in given

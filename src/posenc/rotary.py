@@ -263,6 +263,7 @@ def _cos_sin(
 
     ``positions`` is int64 of any shape; the result has one more dimension, the pairs.
     """
+
     def tables(pos: Tensor) -> tuple[Tensor, Tensor]:
         angles = pos.to(_F64).unsqueeze(-1) * freqs
         cos, sin = torch.cos(angles), torch.sin(angles)
@@ -291,9 +292,7 @@ def _cos_sin(
 _SLICE = 1 << 18
 
 
-def apply_rotary(
-    x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = "half"
-) -> Tensor:
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = "half") -> Tensor:
     r"""Rotate each pair of features of ``x`` by the angle whose cos and sin are given.
 
     With ``h = cos.shape[-1]`` pairs, the pair :math:`(x_1, x_2)` becomes
@@ -398,13 +397,13 @@ def _widen(table: Tensor, layout: RotaryLayout) -> Tensor:
     return table.repeat_interleave(2, dim=-1)
 
 
-def _rotate_into(
-    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout
-) -> None:
+def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> None:
     work = cos.dtype
     xw = x if x.dtype == work else x.to(work)
-    acc = torch.mul(xw, _widen(cos, layout), out=out) if out.dtype == work else xw * _widen(
-        cos, layout
+    acc = (
+        torch.mul(xw, _widen(cos, layout), out=out)
+        if out.dtype == work
+        else xw * _widen(cos, layout)
     )
     first, second = _pairs(xw, layout)
     acc_first, acc_second = _pairs(acc, layout)
@@ -659,7 +658,7 @@ class RotaryEmbedding(nn.Module):
     def _rows(
         self, where: Positions, dtype: torch.dtype, device: torch.device
     ) -> tuple[Tensor, Tensor]:
-        """cos and sin at ``where``, ``(L, h)`` or ``(B, L, h)``: views of the tables, read only.
+        """Cos and sin at ``where``, ``(L, h)`` or ``(B, L, h)``: views of the tables, read only.
 
         The tables serve their own dtype, on their device, for positions they hold
         (for dynamic and longrope, only sequences within the trained length, where

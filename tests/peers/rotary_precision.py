@@ -24,9 +24,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for reference.py
 
-from reference import roformer_frequencies, rotary_reference  # noqa: E402
+from reference import roformer_frequencies, rotary_reference
 
-from posenc import RotaryEmbedding  # noqa: E402
+from posenc import RotaryEmbedding
 
 HEAD_DIM, HEADS, BATCH, LENGTH = 64, 4, 2, 16
 DTYPES = (torch.bfloat16, torch.float16, torch.float32)

@@ -65,29 +65,65 @@ CONFIGS: dict[str, list[dict[str, Any]]] = {
     "linear": [{"rope_type": "linear", "factor": 4.0, "rope_theta": 10_000.0}],
     "dynamic": [{"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10_000.0}],
     "yarn": [
-        {"rope_type": "yarn", "factor": 8.0, "rope_theta": 10_000.0,
-         "original_max_position_embeddings": 512},
-        {"rope_type": "yarn", "factor": 40.0, "rope_theta": 10_000.0, "beta_fast": 32,
-         "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 0.707,
-         "original_max_position_embeddings": 512},
-        {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e6, "truncate": False,
-         "original_max_position_embeddings": 1024, "partial_rotary_factor": 0.5},
-        {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10_000.0, "attention_factor": 0.8,
-         "original_max_position_embeddings": 1024},
+        {
+            "rope_type": "yarn",
+            "factor": 8.0,
+            "rope_theta": 10_000.0,
+            "original_max_position_embeddings": 512,
+        },
+        {
+            "rope_type": "yarn",
+            "factor": 40.0,
+            "rope_theta": 10_000.0,
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "mscale": 1.0,
+            "mscale_all_dim": 0.707,
+            "original_max_position_embeddings": 512,
+        },
+        {
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "rope_theta": 1e6,
+            "truncate": False,
+            "original_max_position_embeddings": 1024,
+            "partial_rotary_factor": 0.5,
+        },
+        {
+            "rope_type": "yarn",
+            "factor": 4.0,
+            "rope_theta": 10_000.0,
+            "attention_factor": 0.8,
+            "original_max_position_embeddings": 1024,
+        },
     ],
     "longrope": [
-        {"rope_type": "longrope", "rope_theta": 10_000.0, "original_max_position_embeddings": 1024,
-         "short_factor": [1.0 + 0.01 * k for k in range(HEAD_DIM // 2)],
-         "long_factor": [1.0 + 0.3 * k for k in range(HEAD_DIM // 2)]},
+        {
+            "rope_type": "longrope",
+            "rope_theta": 10_000.0,
+            "original_max_position_embeddings": 1024,
+            "short_factor": [1.0 + 0.01 * k for k in range(HEAD_DIM // 2)],
+            "long_factor": [1.0 + 0.3 * k for k in range(HEAD_DIM // 2)],
+        },
     ],
     "llama3": [
-        {"rope_type": "llama3", "factor": 8.0, "rope_theta": 500_000.0, "low_freq_factor": 1.0,
-         "high_freq_factor": 4.0, "original_max_position_embeddings": 1024},
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "rope_theta": 500_000.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 1024,
+        },
     ],
     "proportional": [
         {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.25},
-        {"rope_type": "proportional", "rope_theta": 10_000.0, "partial_rotary_factor": 0.5,
-         "factor": 2.0},
+        {
+            "rope_type": "proportional",
+            "rope_theta": 10_000.0,
+            "partial_rotary_factor": 0.5,
+            "factor": 2.0,
+        },
     ],
 }
 SEQ_LENS = [None, 1024, 4096, 4097, 20_000]
@@ -117,8 +153,10 @@ def test_frequencies_and_attention_factor_of_rope_init_functions(
             worst = max(worst, float(rel))
             np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=FP32_FREQ_RTOL, atol=0)
             assert our_factor == pytest.approx(float(their_factor), rel=1e-12)
-    peer_report(f"ROPE_INIT_FUNCTIONS[{rope_type!r}]: largest relative difference of the "
-                f"frequencies {worst:.2e} (HF computes them in float32)")
+    peer_report(
+        f"ROPE_INIT_FUNCTIONS[{rope_type!r}]: largest relative difference of the "
+        f"frequencies {worst:.2e} (HF computes them in float32)"
+    )
 
 
 def compare(
@@ -135,8 +173,10 @@ def compare(
     gap = float((ours.double() - theirs.double()).abs().max())
     scale = float(np.abs(exact).max())
     where = "near 0" if near else "from 1e5"
-    report(f"{name} ({where}, {ours.dtype}): peer {theirs_err:.2e}, posenc {ours_err:.2e}, "
-           f"|posenc - peer| {gap:.2e}")
+    report(
+        f"{name} ({where}, {ours.dtype}): peer {theirs_err:.2e}, posenc {ours_err:.2e}, "
+        f"|posenc - peer| {gap:.2e}"
+    )
     bound = 2 * scale * torch.finfo(ours.dtype).eps
     assert ours_err <= bound
     assert gap <= theirs_err + bound
@@ -151,7 +191,9 @@ def rotation_configs() -> list[tuple[str, dict[str, Any]]]:
     return cases
 
 
-@pytest.mark.parametrize(("label", "parameters"), rotation_configs(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    ("label", "parameters"), rotation_configs(), ids=lambda v: v if isinstance(v, str) else ""
+)
 @pytest.mark.parametrize("positions", [NEAR, FAR], ids=["near", "far"])
 def test_llama_rotary_embedding_and_apply_rotary_pos_emb(
     label: str, parameters: dict[str, Any], positions: torch.Tensor, peer_report: Report
@@ -207,7 +249,9 @@ def test_gptj_rotary_embedding_and_apply_rotary_pos_emb(
     from transformers.models.gptj.modeling_gptj import GPTJRotaryEmbedding, apply_rotary_pos_emb
 
     config = GPTJConfig(
-        n_embd=HEAD_DIM * HEADS, n_head=HEADS, rotary_dim=rotary_dim,
+        n_embd=HEAD_DIM * HEADS,
+        n_head=HEADS,
+        rotary_dim=rotary_dim,
         n_positions=int(positions.max()) + 1,
     )
     hf = GPTJRotaryEmbedding(config)
@@ -221,7 +265,9 @@ def test_gptj_rotary_embedding_and_apply_rotary_pos_emb(
     ours = rope(x.transpose(1, 2), positions=position_ids).transpose(1, 2)
     freqs, _ = rope_frequencies(HEAD_DIM, scaling=scaling)
     exact = rotary_reference(x, position_ids[:, :, None], freqs.numpy(), "interleaved")
-    compare(f"HF GPT-J rotary_dim={rotary_dim}", ours, theirs, exact, positions is NEAR, peer_report)
+    compare(
+        f"HF GPT-J rotary_dim={rotary_dim}", ours, theirs, exact, positions is NEAR, peer_report
+    )
 
 
 @XT_IMPORT
@@ -242,8 +288,14 @@ def test_x_transformers_rotary_embedding(
     ours = RotaryEmbedding(HEAD_DIM, layout="interleaved", scaling=scaling)(x, positions=positions)
     freqs, _ = rope_frequencies(HEAD_DIM, scaling=scaling)
     exact = rotary_reference(x, positions, freqs.numpy(), "interleaved")
-    compare(f"x-transformers interpolation={interpolation:g}", ours, theirs, exact,
-            positions is NEAR, peer_report)
+    compare(
+        f"x-transformers interpolation={interpolation:g}",
+        ours,
+        theirs,
+        exact,
+        positions is NEAR,
+        peer_report,
+    )
 
 
 @pytest.mark.parametrize("interpolate", [1.0, 2.0])
@@ -260,10 +312,17 @@ def test_rotary_embedding_torch(
     scaling = {"rope_type": "linear", "factor": interpolate}
     ours = RotaryEmbedding(HEAD_DIM, layout="interleaved", scaling=scaling)(x, offset=start)
     freqs, _ = rope_frequencies(HEAD_DIM, scaling=scaling)
-    exact = rotary_reference(x, np.arange(start, start + len(positions)), freqs.numpy(),
-                             "interleaved")
-    compare(f"rotary-embedding-torch interpolate={interpolate:g}", ours, theirs, exact,
-            positions is NEAR, peer_report)
+    exact = rotary_reference(
+        x, np.arange(start, start + len(positions)), freqs.numpy(), "interleaved"
+    )
+    compare(
+        f"rotary-embedding-torch interpolate={interpolate:g}",
+        ours,
+        theirs,
+        exact,
+        positions is NEAR,
+        peer_report,
+    )
 
 
 @pytest.mark.parametrize("linear", [1.0, 2.0])
@@ -279,11 +338,25 @@ def test_diffusers_1d_rotary_tables_in_float64(linear: float, ntk: float) -> Non
     )
     for interleaved in (True, False):
         peer_cos, peer_sin = get_1d_rotary_pos_embed(
-            HEAD_DIM, positions, theta=10_000.0, use_real=True, linear_factor=linear,
-            ntk_factor=ntk, repeat_interleave_real=interleaved, freqs_dtype=torch.float64,
+            HEAD_DIM,
+            positions,
+            theta=10_000.0,
+            use_real=True,
+            linear_factor=linear,
+            ntk_factor=ntk,
+            repeat_interleave_real=interleaved,
+            freqs_dtype=torch.float64,
         )
-        one = (slice(None), slice(0, None, 2)) if interleaved else (slice(None), slice(0, HEAD_DIM // 2))
-        other = (slice(None), slice(1, None, 2)) if interleaved else (slice(None), slice(HEAD_DIM // 2, None))
+        one = (
+            (slice(None), slice(0, None, 2))
+            if interleaved
+            else (slice(None), slice(0, HEAD_DIM // 2))
+        )
+        other = (
+            (slice(None), slice(1, None, 2))
+            if interleaved
+            else (slice(None), slice(HEAD_DIM // 2, None))
+        )
         assert torch.equal(peer_cos[one], peer_cos[other])
         # Both round float64 values once to float32; the float64 frequencies may differ in
         # the last bit, and at 2**20 that moves a few values to the neighbouring float.
@@ -301,7 +374,10 @@ def test_diffusers_apply_rotary_emb(unbind: int, dtype: torch.dtype) -> None:
     x = torch.randn(2, HEADS, len(positions), HEAD_DIM).to(dtype)
     layout = "interleaved" if unbind == -1 else "half"
     cos, sin = get_1d_rotary_pos_embed(
-        HEAD_DIM, positions, use_real=True, repeat_interleave_real=unbind == -1,
+        HEAD_DIM,
+        positions,
+        use_real=True,
+        repeat_interleave_real=unbind == -1,
         freqs_dtype=torch.float64,
     )
     theirs = apply_rotary_emb(x, (cos, sin), use_real=True, use_real_unbind_dim=unbind)
