@@ -813,6 +813,15 @@ def test_apply_rotary_rounds_once_in_the_promoted_dtype() -> None:
     assert torch.equal(y, in_float32.bfloat16())
 
 
+def test_apply_rotary_takes_tables_with_extra_leading_ones() -> None:
+    x = torch.randn(5, 8)
+    cos, sin = RotaryEmbedding(8).cos_sin(5)
+    assert torch.equal(apply_rotary(x, cos[None, None], sin[None, None]), apply_rotary(x, cos, sin))
+    with torch.enable_grad():
+        y = apply_rotary(x.requires_grad_(), cos[None], sin[None])
+    assert y.shape == (5, 8)
+
+
 def test_apply_rotary_partial_and_broadcast_tables() -> None:
     x = torch.randn(2, 3, 5, 10, dtype=torch.float64)
     angles = torch.randn(2, 1, 5, 3, dtype=torch.float64)

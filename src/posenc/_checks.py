@@ -604,4 +604,6 @@ def rotary_tables(x: object, cos: object, sin: object) -> tuple[Tensor, Tensor, 
             f"(its dimensions but the last, aligned from the right, then the pairs): for x "
             f"of shape (B, H, L, D) give (L, D/2) or (B, 1, L, D/2)"
         )
+    while c.dim() > x.dim():  # leading 1s beyond x's dimensions
+        c, s = c[0], s[0]
     return x, c, s

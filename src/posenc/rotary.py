@@ -31,7 +31,6 @@ frequency formula, for the scalings of Hugging Face's ``rope_parameters`` too;
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any, Literal
 
 import torch
@@ -65,7 +64,7 @@ def rope_frequencies(
     head_dim: int,
     *,
     base: float = 10_000.0,
-    scaling: Mapping[str, Any] | None = None,
+    scaling: dict[str, Any] | None = None,
     seq_len: int | None = None,
 ) -> tuple[Tensor, float]:
     r"""The angular frequency of each rotated pair, and the attention factor.
@@ -518,7 +517,7 @@ class RotaryEmbedding(nn.Module):
         *,
         base: float = 10_000.0,
         layout: RotaryLayout = "half",
-        scaling: Mapping[str, Any] | None = None,
+        scaling: dict[str, Any] | None = None,
         max_len: int = 4096,
     ) -> None:
         super().__init__()
