@@ -570,7 +570,19 @@ def test_permuting_projection_rows_moves_a_checkpoint_between_layouts() -> None:
 # --- positions: every integer dtype, beyond max_len, dynamic lengths -----------------------
 
 
-@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8])
+INTEGER_DTYPES = [
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+]
+
+
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES)
 def test_every_integer_dtype_of_positions_and_offset_equals_int64(dtype: torch.dtype) -> None:
     rope = RotaryEmbedding(16, max_len=8)
     x = torch.randn(2, 3, 5, 16)
@@ -644,6 +656,43 @@ def test_longrope_switches_factor_sets_with_the_length() -> None:
 
 
 # --- module state: casts, buffers, views, hooks -------------------------------------------
+
+
+ALL_FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+@pytest.mark.parametrize("cast_to", ALL_FLOATS)
+@pytest.mark.parametrize("input_dtype", ALL_FLOATS)
+def test_any_cast_equals_a_fresh_module_for_any_input(
+    cast_to: torch.dtype, input_dtype: torch.dtype
+) -> None:
+    # Tables are float32 (float64 after .double()) and serve only their own dtype: every
+    # other input gets its tables computed from float64, with the same values.
+    fresh = RotaryEmbedding(32, max_len=64, scaling=YARN)
+    cast = RotaryEmbedding(32, max_len=64, scaling=YARN).to(cast_to)
+    x = torch.randn(2, 3, 80, 32).to(input_dtype)
+    assert torch.equal(cast(x), fresh(x))
+    assert torch.equal(
+        cast(x, offset=torch.tensor([5, 10**6])), fresh(x, offset=torch.tensor([5, 10**6]))
+    )
+    positions = torch.randint(0, 200, (2, 80))
+    assert torch.equal(cast(x, positions=positions), fresh(x, positions=positions))
+
+
+def test_negative_offsets_as_int_and_as_tensor() -> None:
+    rope = RotaryEmbedding(16, max_len=8)
+    x = torch.randn(2, 3, 5, 16)
+    for offset in (-3, -10_000):
+        assert torch.equal(rope(x, offset=offset), rope(x, offset=torch.tensor(offset)))
+        assert torch.equal(rope(x, offset=offset), rope(x, positions=torch.arange(5) + offset))
+    with pytest.raises(ValueError, match="outside int64"):
+        rope(x, offset=2**63 - 2)
+
+
+def test_tables_too_large_are_refused_before_any_allocation() -> None:
+    message = r"RotaryEmbedding\(head_dim=128, max_len=1000000000000\)'s tables needs .* TB"
+    with pytest.raises(ValueError, match=message):
+        RotaryEmbedding(128, max_len=10**12)
 
 
 @pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
@@ -816,7 +865,9 @@ def test_apply_rotary_rounds_once_in_the_promoted_dtype() -> None:
 def test_apply_rotary_takes_tables_with_extra_leading_ones() -> None:
     x = torch.randn(5, 8)
     cos, sin = RotaryEmbedding(8).cos_sin(5)
-    assert torch.equal(apply_rotary(x, cos[None, None], sin[None, None]), apply_rotary(x, cos, sin))
+    assert torch.equal(
+        apply_rotary(x, cos[None, None], sin[None, None]), apply_rotary(x, cos, sin)
+    )
     with torch.enable_grad():
         y = apply_rotary(x.requires_grad_(), cos[None], sin[None])
     assert y.shape == (5, 8)
