@@ -51,10 +51,15 @@ at_100 = (rope(same, offset=100) * rope(same)).sum().item()
 print(f"q = k = ones: score {head_dim} at distance 0, {at_100:.2f} at distance 100")
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(7.4, 3.6), layout="constrained")
-styles = {0: ("tab:blue", "-", 5), 1_000: ("tab:orange", "--", 3), 1_000_000: ("black", ":", 2)}
+styles = {
+    0: ("tab:blue", "-", 5),
+    1_000: ("tab:orange", "--", 3),
+    1_000_000: ("black", ":", 2),
+}
 for n, curve in curves.items():
     color, line, width = styles[n]
-    left.plot(deltas, curve, color=color, linestyle=line, linewidth=width, label=f"n = {n:,}")
+    label = f"n = {n:,}"
+    left.plot(deltas, curve, color=color, linestyle=line, linewidth=width, label=label)
 left.set_xlabel("distance m − n")
 left.set_ylabel("score ⟨R(m) q, R(n) k⟩")
 left.set_title("Random q, k: one curve for every n", fontsize=10)

@@ -55,15 +55,16 @@ def worst(y):
     return (y.double() - exact).abs().amax(dim=(0, 1, 3))
 
 
-castable = CastableBufferRotary(head_dim)
-ours = posenc.RotaryEmbedding(head_dim)
+kept = CastableBufferRotary(head_dim)
+cast = CastableBufferRotary(head_dim).bfloat16()
+ours = posenc.RotaryEmbedding(head_dim).bfloat16()
 errors = {
-    "castable buffer, module kept in float32": worst(castable(x, positions)),
-    "castable buffer, module cast to bfloat16": worst(castable.bfloat16()(x, positions)),
-    "posenc, module cast to bfloat16": worst(ours.bfloat16()(x, positions=positions)),
+    "castable buffer, module kept in float32": worst(kept(x, positions)),
+    "castable buffer, module cast to bfloat16": worst(cast(x, positions)),
+    "posenc, module cast to bfloat16": worst(ours(x, positions=positions)),
 }
 for name, err in errors.items():
-    at = "  ".join(f"{p:.0e}: {err[positions == p].item():6.3f}" for p in marks.tolist())
+    at = "  ".join(f"{p:.0e}: {err[positions == p].item():6.3f}" for p in marks)
     print(f"{name:41s} {at}")
 
 # %%
@@ -78,7 +79,8 @@ fig, ax = plt.subplots(figsize=(7.4, 4.2), layout="constrained")
 styles = (("tab:orange", 1.5, "--"), ("tab:red", 1.5, "-"), ("tab:blue", 2.5, "-"))
 for (name, err), (color, width, line) in zip(errors.items(), styles, strict=True):
     ax.loglog(positions, err, color=color, linewidth=width, linestyle=line, label=name)
-ax.axhline(2.0**-7, color="black", linestyle=":", label="half a bfloat16 ulp in [2, 4), 2⁻⁷")
+half_ulp = "half a bfloat16 ulp in [2, 4), 2⁻⁷"
+ax.axhline(2.0**-7, color="black", linestyle=":", label=half_ulp)
 ax.set_xlabel("position")
 ax.set_ylabel("largest |error| against float64")
 ax.set_title(f"Rotating bfloat16 queries, head_dim = {head_dim}", fontsize=11)

@@ -14,7 +14,9 @@ differently which ones. :func:`posenc.rope_frequencies` computes them from the
 # %%
 # One config per scaling type, in Hugging Face's format. The LongRoPE factors
 # are made up for the figure (real ones come from a search, one per pair): a
-# smooth rise from 1 to :math:`s`.
+# smooth rise from 1 to :math:`s`. For each scaling, at a length of
+# :math:`4 L_0`: how many of the 64 pairs keep their frequency, how many are
+# divided by :math:`s` ("/ s"), and the attention factor.
 import math
 
 import matplotlib.pyplot as plt
@@ -30,13 +32,16 @@ configs = {
     "dynamic, n = 4 L₀": {
         "rope_type": "dynamic", "factor": s, "max_position_embeddings": trained,
     },
-    "yarn": {"rope_type": "yarn", "factor": s, "original_max_position_embeddings": trained},
+    "yarn": {
+        "rope_type": "yarn", "factor": s, "original_max_position_embeddings": trained,
+    },
     "llama3": {
-        "rope_type": "llama3", "factor": s, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-        "original_max_position_embeddings": trained,
+        "rope_type": "llama3", "factor": s, "original_max_position_embeddings": trained,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
     },
     "longrope (long factors)": {
-        "rope_type": "longrope", "original_max_position_embeddings": trained, "factor": s,
+        "rope_type": "longrope", "factor": s,
+        "original_max_position_embeddings": trained,
         "short_factor": [1.0] * pairs, "long_factor": rise,
     },
 }  # fmt: skip
@@ -49,7 +54,7 @@ for name, scaling in configs.items():
     scaled[name] = freqs
     kept = int(torch.isclose(freqs, plain, rtol=1e-12).sum())
     slowed = int(torch.isclose(freqs, plain / s, rtol=1e-12).sum())
-    print(f"{name:24s} kept {kept:2d}, divided by s {slowed:2d}, attention factor {factor:.4f}")
+    print(f"{name:24s} kept {kept:2d}, / s {slowed:2d}, attention factor {factor:.4f}")
 
 # %%
 # The top panel shows the frequencies against the pair index; the bottom one
@@ -69,17 +74,19 @@ for name, freqs in scaled.items():
     bottom.semilogx(wavelength, freqs / plain, linewidth=1.5, marker=".", label=name)
 top.set_xlabel("pair index k")
 top.set_ylabel("ω_k (radians per position)")
-top.set_title(f"Frequencies, head_dim = {head_dim}, base = {base:,.0f}, s = {s:g}", fontsize=11)
+title = f"Frequencies, head_dim = {head_dim}, base = {base:,.0f}, s = {s:g}"
+top.set_title(title, fontsize=11)
 top.legend(fontsize=9, ncol=2)
 top.grid(True, alpha=0.3)
-for bound, label in ((trained / 32, "L₀ / 32"), (trained / 4, "L₀ / 4"), (trained, "L₀")):
+bounds = ((trained / 32, "L₀ / 32"), (trained / 4, "L₀ / 4"), (trained, "L₀"))
+for bound, label in bounds:
     bottom.axvline(bound, color="gray", linestyle=":", linewidth=1)
     bottom.text(bound, 1.04, label, ha="center", fontsize=9, color="dimgray")
 bottom.axhline(1 / s, color="gray", linewidth=0.8)
 bottom.set_ylim(0, 1.1)
 bottom.set_xlabel("unscaled wavelength 2π / ω_k (positions)")
 bottom.set_ylabel("scaled ω_k / unscaled ω_k")
-bottom.set_title(f"Which pairs each scaling slows down (L₀ = {trained:,})", fontsize=11)
+bottom.set_title(f"Which pairs each scaling slows (L₀ = {trained:,})", fontsize=11)
 bottom.grid(True, alpha=0.3)
 bottom.legend(loc="center right", fontsize=9)
 plt.show()
@@ -94,4 +101,5 @@ for n in lengths:
     freqs, _ = posenc.rope_frequencies(
         head_dim, base=base, scaling=configs["dynamic, n = 4 L₀"], seq_len=n
     )
-    print(f"dynamic, n = {n:6d}: slowest pair / unscaled = {(freqs[-1] / plain[-1]).item():.4f}")
+    ratio = (freqs[-1] / plain[-1]).item()
+    print(f"dynamic, n = {n:6d}: slowest pair / unscaled = {ratio:.4f}")
