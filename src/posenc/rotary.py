@@ -124,6 +124,10 @@ def rope_frequencies(
             an unknown ``rope_type``, has a ``rope_theta`` other than ``base``, or
             a value out of range; the rotated dimension is odd.
 
+    Shapes:
+        - output: ``(rotary_dim // 2,)``, float64, with ``rotary_dim`` =
+          ``int(head_dim * partial_rotary_factor)`` (``head_dim`` by default)
+
     Example:
         >>> w, factor = rope_frequencies(8)
         >>> w, factor
@@ -445,7 +449,9 @@ class RotaryEmbedding(nn.Module):
     float64, rounded to float32 and kept in non-persistent buffers; later
     positions are computed on the fly with the same values. bfloat16 and
     float16 inputs are rotated in float32 and rounded once, so the output is
-    within one unit in the last place of the exact rotation at any position.
+    within one unit in the last place of the exact rotation at any position
+    (where the two products of a pair nearly cancel, within float32's error of
+    a few 2**-24 of the pair's length; the user guide gives the bounds).
     Casting the module (``.to(torch.bfloat16)``, ``.half()``) changes nothing:
     there is no frequency buffer to round, and the tables are derived again,
     in float32 (float64 after ``.double()``).
