@@ -60,6 +60,7 @@ autodoc_default_options = {"exclude-members": "extra_repr"}
 autodoc_type_aliases = {
     "Layout": "posenc.sinusoid.Layout",
     "RotaryLayout": "posenc.rotary.RotaryLayout",
+    "GridConvention": "posenc.grid.GridConvention",
 }
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False

@@ -267,7 +267,26 @@ def attention_inputs(
     for name, extra in (("mask", mask), ("bias", bias)):
         if extra is not None:
             broadcasts_to(name, extra, scores, "(*, L_q, L_k)")
+    if bias is not None:
+        additive_bias(bias, q.device)
     return q, k, v
+
+
+def heads_bias(bias: object, q: Tensor, k: Tensor, h: int) -> Tensor:
+    """A bias for multi-head attention: broadcasts to (B, h, L_q, L_k), floating, q's device."""
+    heads = (*q.shape[:-2], h, q.shape[-2], k.shape[-2])
+    broadcasts_to("bias", bias, heads, "(B, h, L_q, L_k)")
+    return additive_bias(bias, q.device)
+
+
+def additive_bias(bias: object, device: torch.device) -> Tensor:
+    """An attention bias: a floating tensor on the device of the scores."""
+    b = floating_tensor("bias", bias)
+    if b.device != device:
+        raise ValueError(
+            f"bias must be on the device of the query ({device}), got a bias on {b.device}"
+        )
+    return b
 
 
 def _same_length(k: Tensor, v: Tensor) -> None:
@@ -607,3 +626,66 @@ def rotary_tables(x: object, cos: object, sin: object) -> tuple[Tensor, Tensor, 
     while c.dim() > x.dim():  # leading 1s beyond x's dimensions
         c, s = c[0], s[0]
     return x, c, s
+
+
+# -- The position family ------------------------------------------------------------------
+
+
+def length(name: str, value: object) -> int:
+    """A number of tokens: an int >= 0, or a symbolic size while an export traces."""
+    if isinstance(value, torch.SymInt):
+        return value  # type: ignore[return-value]
+    return nonnegative_int(name, value)
+
+
+def real_number(name: str, value: object) -> float:
+    """A finite int or float (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, got {_show(value)}")
+    if not -math.inf < value < math.inf:  # comparisons: also for a traced float
+        raise ValueError(f"{name} must be a finite number, got {value}")
+    return float(value)
+
+
+def learned_positions(index: Tensor, max_len: int) -> None:
+    """IndexError if an eagerly readable (CPU) position lies outside a learned table.
+
+    The message says why: a learned table has a row for each position it was
+    trained on and nothing past them.
+    """
+    if index.device.type != "cpu" or index.numel() == 0 or torch.compiler.is_compiling():
+        return
+    lo, hi = torch.aminmax(index)
+    if lo < 0 or hi >= max_len:
+        learned_position_error(int(lo) if lo < 0 else int(hi), max_len)
+
+
+def learned_position_error(position: int, max_len: int) -> None:
+    raise IndexError(
+        f"position {position} is outside the learned table of max_len={max_len}: a learned "
+        f"table holds rows for positions 0 .. {max_len - 1} only and cannot extrapolate "
+        f"(positions must be in [0, {max_len}); a sinusoidal encoding computes any position)"
+    )
+
+
+def bucket_config(
+    bidirectional: bool, num_buckets: object, max_distance: object
+) -> tuple[int, int]:
+    """T5's bucket arguments: enough buckets for an exact range, a log range above it."""
+    num_buckets = positive_int("num_buckets", num_buckets)
+    max_distance = positive_int("max_distance", max_distance)
+    least = 4 if bidirectional else 2
+    if num_buckets < least:
+        raise ValueError(
+            f"num_buckets must be >= {least} (bidirectional={bidirectional}: at least two "
+            f"buckets per direction), got {num_buckets}"
+        )
+    per_direction = num_buckets // 2 if bidirectional else num_buckets
+    max_exact = per_direction // 2
+    if max_distance <= max_exact:
+        raise ValueError(
+            f"max_distance must be > {max_exact} (the distances below {max_exact} have a bucket "
+            f"each with num_buckets={num_buckets}, bidirectional={bidirectional}), "
+            f"got {max_distance}"
+        )
+    return num_buckets, max_distance
