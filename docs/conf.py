@@ -59,7 +59,11 @@ autodoc_member_order = "bysource"
 autodoc_preserve_defaults = True
 autodoc_default_options = {"exclude-members": "extra_repr"}
 # Signatures name the alias, documented on the API page, rather than spell out the Literal.
-autodoc_type_aliases = {"Layout": "posenc.Layout"}
+autodoc_type_aliases = {
+    "Layout": "posenc.Layout",
+    "RotaryLayout": "posenc.RotaryLayout",
+    "GridConvention": "posenc.GridConvention",
+}
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
 napoleon_use_rtype = False

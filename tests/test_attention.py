@@ -332,3 +332,102 @@ def test_unbatched_multi_head_attention_with_causal_mask() -> None:
     batched = mha(x.unsqueeze(0), x.unsqueeze(0), x.unsqueeze(0), mask=subsequent_mask(5))
     torch.testing.assert_close(out, batched[0])
     assert torch.equal(mha.attn[0].triu(1), torch.zeros(4, 5, 5))
+
+
+# --- shape errors at the boundary ------------------------------------------------------------
+
+Q = torch.randn(2, 3, 5, 8)
+KV = torch.randn(2, 3, 7, 8)
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "match"),
+    [
+        (
+            (Q, torch.randn(2, 3, 7, 6), KV),
+            ValueError,
+            r"last dimension d_k.*\(2, 3, 5, 8\).*\(2, 3, 7, 6\)",
+        ),
+        (
+            (Q, KV, torch.randn(2, 3, 6, 8)),
+            ValueError,
+            r"same length L_k.*\(2, 3, 7, 8\).*\(2, 3, 6, 8\)",
+        ),
+        (
+            (Q, torch.randn(4, 3, 7, 8), torch.randn(4, 3, 7, 8)),
+            ValueError,
+            r"batch dimensions.*do not broadcast",
+        ),
+        (
+            (Q, KV, KV, torch.ones(5, 6, dtype=torch.bool)),
+            ValueError,
+            r"mask of shape \(5, 6\).*\(2, 3, 5, 7\)",
+        ),
+        (
+            (Q, KV, KV, torch.ones(3, 2, 5, 7, dtype=torch.bool)),
+            ValueError,
+            r"mask of shape \(3, 2, 5, 7\)",
+        ),
+        (
+            (torch.randn(8), KV, KV),
+            ValueError,
+            r"query must have shape \(\*, L, d\), got shape \(8,\)",
+        ),
+        ((Q, KV.double(), KV), TypeError, "share a dtype.*float32, torch.float64"),
+        ((Q, KV, KV.long()), TypeError, "value must be a floating tensor"),
+        ((Q, KV, KV, [[1]]), TypeError, "mask must be a Tensor or None"),
+    ],
+)
+def test_attention_shape_errors_name_the_shapes(
+    args: tuple[object, ...], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        attention(*args)  # type: ignore[arg-type]
+
+
+def test_attention_mask_with_extra_leading_ones_still_broadcasts() -> None:
+    # The causal mask of subsequent_mask is (1, L, L), also for unbatched (h, L, d) heads.
+    mask = torch.ones(1, 1, 5, 7, dtype=torch.bool)
+    out, w = attention(Q[0], KV[0], KV[0], mask=mask)
+    plain_out, plain_w = attention(Q[0], KV[0], KV[0])
+    assert torch.equal(out, plain_out.unsqueeze(0))
+    assert torch.equal(w, plain_w.unsqueeze(0))
+
+
+@pytest.mark.parametrize(
+    ("shapes", "mask", "match"),
+    [
+        (((2, 3, 8), (3, 4, 8), (3, 4, 8)), None, r"same batch size B"),
+        (((2, 3, 8), (2, 4, 8), (2, 5, 8)), None, r"same length L_k.*\(2, 4, 8\).*\(2, 5, 8\)"),
+        (((2, 3, 8), (4, 8), (4, 8)), None, r"must all be batched .* or all unbatched"),
+        (
+            ((2, 3, 8), (2, 4, 8), (2, 4, 8)),
+            torch.ones(2, 3, 3),
+            r"mask of shape \(2, 3, 3\).*\(2, 3, 4\)",
+        ),
+    ],
+)
+def test_multi_headed_attention_shape_errors_name_the_shapes(
+    shapes: tuple[tuple[int, ...], ...], mask: torch.Tensor | None, match: str
+) -> None:
+    mha = MultiHeadedAttention(h=2, d_model=8)
+    q, k, v = (torch.randn(*s) for s in shapes)
+    with pytest.raises(ValueError, match=match):
+        mha(q, k, v, mask=mask)
+
+
+@pytest.mark.parametrize(
+    ("x", "error", "match"),
+    [
+        (
+            torch.randn(2, 3, 6),
+            ValueError,
+            r"last dimension must be d_model=8, got shape \(2, 3, 6\)",
+        ),
+        (torch.ones(2, 8, dtype=torch.long), TypeError, "must be a floating tensor"),
+        ([1.0] * 8, TypeError, "must be a Tensor"),
+    ],
+)
+def test_feed_forward_input_errors(x: object, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        PositionwiseFeedForward(d_model=8, d_ff=16)(x)  # type: ignore[arg-type]

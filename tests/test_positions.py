@@ -8,9 +8,11 @@ import torch
 from posenc import (
     PositionalEncoding,
     TokenAndPositionEmbedding,
+    positions_from_lengths,
     positions_from_mask,
     sinusoidal_table,
 )
+from posenc.positions import Positions, resolve
 
 D = 16
 
@@ -199,3 +201,106 @@ def test_forward_with_positions_never_mutates_the_buffer() -> None:
     pe(torch.randn(2, 3, D), offset=torch.tensor([50, 60]))
     assert torch.equal(pe.pe, before)
     assert pe.pe.shape == (1, 4, D)
+
+
+# --- the position layer itself: resolve, Positions, positions_from_lengths ------------------
+
+
+def test_resolve_int_offset_keeps_a_start_and_builds_no_tensor() -> None:
+    where = resolve(4, offset=7)
+    assert where.start == 7
+    assert where.values is None
+    assert torch.equal(where.tensor(), torch.arange(7, 11))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"offset": torch.tensor(2)}, [2, 3, 4]),
+        ({"offset": torch.tensor([1, 5])}, [[1, 2, 3], [5, 6, 7]]),
+        ({"positions": torch.tensor([4, 0, 9], dtype=torch.int16)}, [4, 0, 9]),
+        ({"positions": torch.tensor([[1, 1, 1]], dtype=torch.uint8)}, [[1, 1, 1]]),
+    ],
+)
+def test_resolve_tensor_forms_give_int64_values(
+    kwargs: dict[str, torch.Tensor], expected: list[int]
+) -> None:
+    where = resolve(3, batch=2, **kwargs)
+    assert where.start is None
+    assert where.values is not None
+    assert where.values.dtype == torch.int64
+    assert torch.equal(where.tensor(), torch.tensor(expected))
+
+
+def test_a_per_sequence_tensor_with_one_row_is_shared_by_the_batch() -> None:
+    pe = PositionalEncoding(D)
+    x = torch.randn(3, 4, D)
+    positions = torch.tensor([[5, 6, 7, 8]])  # (1, L), as Hugging Face passes position_ids
+    assert torch.equal(pe(x, positions=positions), pe(x, offset=5))
+    assert torch.equal(pe(x, offset=torch.tensor([5])), pe(x, offset=5))
+
+
+@pytest.mark.parametrize(
+    ("positions", "size", "inside"),
+    [
+        (resolve(4, offset=6), 10, True),
+        (resolve(4, offset=7), 10, False),
+        (resolve(4, offset=-1), 10, False),
+        (resolve(3, positions=torch.tensor([0, 9, 2])), 10, True),
+        (resolve(3, positions=torch.tensor([0, 10, 2])), 10, False),
+        (resolve(3, positions=torch.tensor([0, -1, 2])), 10, False),
+        (resolve(0, positions=torch.zeros(0, dtype=torch.long)), 10, True),
+    ],
+)
+def test_within_says_whether_a_table_holds_every_position(
+    positions: Positions, size: int, inside: bool
+) -> None:
+    assert positions.within(size) is inside
+    if inside:
+        table = torch.arange(size * 2).reshape(size, 2)
+        assert torch.equal(positions.take(table), table[positions.tensor()])
+
+
+@pytest.mark.parametrize(
+    ("lengths", "expected"),
+    [
+        ([3, 2], [0, 1, 2, 0, 1]),
+        ([1, 1, 1], [0, 0, 0]),
+        ([2, 0, 3], [0, 1, 0, 1, 2]),
+        ([4], [0, 1, 2, 3]),
+        ([], []),
+        ([0, 0], []),
+    ],
+)
+def test_positions_from_lengths(lengths: list[int], expected: list[int]) -> None:
+    for given in (lengths, tuple(lengths), torch.tensor(lengths, dtype=torch.int32)):
+        got = positions_from_lengths(given)
+        assert got.dtype == torch.int64
+        assert got.tolist() == expected
+
+
+def test_packed_sequences_get_the_encodings_they_get_alone() -> None:
+    pe = PositionalEncoding(D, max_len=6)
+    seqs = [torch.randn(4, D), torch.randn(7, D), torch.randn(2, D)]  # 7: past max_len
+    packed = torch.cat(seqs).unsqueeze(0)
+    out = pe(packed, positions=positions_from_lengths([len(s) for s in seqs]))[0]
+    start = 0
+    for s in seqs:
+        assert torch.equal(out[start : start + len(s)], pe(s))
+        start += len(s)
+
+
+@pytest.mark.parametrize(
+    ("lengths", "error", "match"),
+    [
+        ([3, -1], ValueError, r"lengths must be >= 0, got \[3, -1\]"),
+        (torch.tensor([[1, 2]]), ValueError, r"lengths must be 1-D, got shape \(1, 2\)"),
+        ([1.0, 2.0], TypeError, "lengths must be ints, got float"),
+        ([True], TypeError, "lengths must be ints, got bool"),
+        (torch.tensor([1.0]), TypeError, "lengths must be a list of ints or a 1-D integer tensor"),
+        ("12", TypeError, "lengths must be a Tensor"),
+    ],
+)
+def test_positions_from_lengths_errors(lengths: object, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        positions_from_lengths(lengths)  # type: ignore[arg-type]

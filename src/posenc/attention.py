@@ -51,8 +51,10 @@ def attention(
     value: Tensor,
     mask: Tensor | None = None,
     dropout: nn.Module | None = None,
+    *,
+    bias: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Scaled dot-product attention, ``softmax(Q Kᵀ / √d_k) V``.
+    """Scaled dot-product attention, ``softmax(Q Kᵀ / √d_k + bias) V``.
 
     Args:
         query: Queries ``(*, L_q, d_k)``.
@@ -61,14 +63,22 @@ def attention(
         mask: Optional tensor broadcastable to ``(*, L_q, L_k)``; where it is
             0 or False, the query may not attend to the key.
         dropout: Optional module applied to the attention weights.
+        bias: Optional floating tensor broadcastable to ``(*, L_q, L_k)``,
+            added to the scaled scores before the mask and the softmax: a
+            relative position bias such as :class:`~posenc.ALiBi` or
+            :class:`~posenc.RelativePositionBias` gives, ``(h, L_q, L_k)`` or
+            ``(B, h, L_q, L_k)``. A bias of a wider dtype than the query (a
+            float32 bias with bfloat16 queries) makes the sum and the softmax
+            run in that dtype; the weights are rounded back to the query's.
 
     Returns:
         ``(output, weights)``: output ``(*, L_q, d_v)`` and the attention
-        weights ``(*, L_q, L_k)``, each row summing to 1.
+        weights ``(*, L_q, L_k)``, each row summing to 1, in the query's dtype.
 
     Raises:
         TypeError: an input is not a floating tensor, or they differ in dtype.
-        ValueError: the shapes do not fit together (the message names them).
+        ValueError: the shapes do not fit together (the message names them),
+            or ``bias`` is on another device.
 
     Shapes:
         ``*`` is any batch shape, e.g. ``(B, h)`` for B sequences and h heads;
@@ -82,13 +92,15 @@ def attention(
         tensor([[[1.0000, 0.0000, 0.0000],
                  [0.5000, 0.5000, 0.0000]]])
     """
-    query, key, value = _checks.attention_inputs(query, key, value, mask)
+    query, key, value = _checks.attention_inputs(query, key, value, mask, bias)
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
+    if bias is not None:
+        scores = scores + bias
     if mask is not None:
         # The most negative finite value of the dtype, not -1e9: fp16 cannot hold -1e9.
         scores = scores.masked_fill(mask == 0, torch.finfo(scores.dtype).min)
-    weights = scores.softmax(dim=-1)
+    weights = scores.softmax(dim=-1).to(query.dtype)
     if dropout is not None:
         weights = dropout(weights)
     return weights @ value, weights
@@ -147,6 +159,7 @@ class MultiHeadedAttention(nn.Module):
     Shapes:
         - query: ``(B, L_q, D)``; key, value: ``(B, L_k, D)``
         - mask: broadcastable to ``(B, L_q, L_k)``
+        - bias: broadcastable to ``(B, h, L_q, L_k)``, e.g. ``(h, L_q, L_k)``
         - output: ``(B, L_q, D)``
 
     Example:
@@ -178,7 +191,13 @@ class MultiHeadedAttention(nn.Module):
         return f"h={self.h}, d_model={self.d_model}"
 
     def forward(
-        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        *,
+        bias: Tensor | None = None,
     ) -> Tensor:
         """Attend from ``query`` to ``key``/``value`` with all heads at once.
 
@@ -187,6 +206,9 @@ class MultiHeadedAttention(nn.Module):
             key: ``(B, L_k, D)``.
             value: ``(B, L_k, D)``.
             mask: Optional mask broadcastable to ``(B, L_q, L_k)``, shared by all heads.
+            bias: Optional additive bias broadcastable to ``(B, h, L_q, L_k)``, one
+                per head (:class:`~posenc.ALiBi`, :class:`~posenc.RelativePositionBias`);
+                ``(h, L_q, L_k)`` for unbatched inputs.
 
         Returns:
             Tensor of shape ``(B, L_q, D)``.
@@ -195,26 +217,9 @@ class MultiHeadedAttention(nn.Module):
             TypeError: an input is not a floating tensor.
             ValueError: a shape does not fit (the message names the shapes).
         """
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            _checks.features(t, self.d_model, name)
-        if not query.dim() == key.dim() == value.dim():
-            raise ValueError(
-                "query, key and value must all be batched (B, L, D) or all unbatched (L, D), "
-                f"got shapes {tuple(query.shape)}, {tuple(key.shape)}, {tuple(value.shape)}"
-            )
-        if key.shape[:-2] != query.shape[:-2] or value.shape[:-2] != query.shape[:-2]:
-            raise ValueError(
-                f"query {tuple(query.shape)}, key {tuple(key.shape)} and value "
-                f"{tuple(value.shape)} must have the same batch size B"
-            )
-        if key.shape[-2] != value.shape[-2]:
-            raise ValueError(
-                f"key and value must have the same length L_k, got key {tuple(key.shape)} "
-                f"and value {tuple(value.shape)}"
-            )
-        if mask is not None:
-            scores = (*query.shape[:-2], query.shape[-2], key.shape[-2])
-            _checks.broadcasts_to("mask", mask, scores, "(B, L_q, L_k)")
+        query, key, value = _checks.heads_inputs(query, key, value, mask, self.d_model)
+        if bias is not None:
+            _checks.heads_bias(bias, query, key, self.h)
         if mask is not None and query.dim() == 3:
             mask = mask.unsqueeze(-3)  # (B, 1, L_q, L_k): one mask for every head
         batch = query.shape[:-2]
@@ -227,7 +232,7 @@ class MultiHeadedAttention(nn.Module):
             split_heads(lin, x)
             for lin, x in zip(self.linears[:3], (query, key, value), strict=True)
         )
-        x, self.attn = attention(q, k, v, mask=mask, dropout=self.dropout)
+        x, self.attn = attention(q, k, v, mask=mask, dropout=self.dropout, bias=bias)
         x = x.transpose(-3, -2).reshape(*batch, -1, self.d_model)
         out: Tensor = self.linears[3](x)
         return out

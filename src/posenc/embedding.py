@@ -121,7 +121,11 @@ class TokenAndPositionEmbedding(nn.Module):
 
     ``TokenAndPositionEmbedding(d_model, vocab, dropout, max_len)`` computes
     ``PositionalEncoding(Embeddings(ids))`` with the same values, options and
-    errors as the two modules, in fewer passes over memory.
+    errors as the two modules, in fewer passes over memory: it scales and adds
+    in place, into the lookup's fresh output. When a hook is registered on it
+    or on any child (``embeddings``, ``embeddings.lut``, ``positional``,
+    ``positional.dropout``), or globally, it calls the two children one after
+    the other instead, so every hook sees what it would see on the unfused pair.
 
     Checkpoints: its state dict holds ``embeddings.lut.weight`` only. One saved
     from the Annotated Transformer's ``nn.Sequential(Embeddings(d_model, vocab),

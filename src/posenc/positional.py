@@ -25,12 +25,13 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional
 
 from . import _checks
 from .positions import Positions, resolve
 from .sinusoid import LAYOUTS, Layout, sinusoidal_table
 
-__all__ = ["PositionalEncoding"]
+__all__ = ["LearnedPositionalEmbedding", "PositionalEncoding"]
 
 
 class PositionalEncoding(nn.Module):
@@ -59,9 +60,12 @@ class PositionalEncoding(nn.Module):
         endpoint: Frequency spacing; see :func:`~posenc.inverse_frequencies`.
 
     Attributes:
-        pe: The precomputed table, shape ``(1, max_len, d_model)``, float32. A
-            non-persistent buffer: it follows ``.to()`` but is not in
-            ``state_dict()``, and there are no parameters.
+        pe: The precomputed table, shape ``(1, max_len, d_model)``, float32
+            until the module is cast. A non-persistent buffer: it follows
+            ``.to()`` (derived again, not converted, when the dtype or device
+            changes) but is not in ``state_dict()``, and there are no
+            parameters. It serves inputs of its own dtype; others get their
+            rows computed from float64, rounded once to their dtype.
 
     Shapes:
         - x: ``(B, L, D)`` or, unbatched, ``(L, D)``; any floating dtype
@@ -134,6 +138,8 @@ class PositionalEncoding(nn.Module):
             torch.float32,
             device,
             lambda: f"PositionalEncoding(d_model={d_model}, max_len={max_len})'s table",
+            "choose a smaller max_len (longer inputs still work: rows past max_len are "
+            "computed on the fly)",
         )
         self.register_buffer("pe", self._sinusoid(max_len, device=device)[None], persistent=False)
 
@@ -338,3 +344,149 @@ def _check_stored_table(stored: object, module: PositionalEncoding) -> str:
             f"{stored[0, row, col].item():.6g} instead of {exact[row, col].item():.6g}"
         )
     return ""
+
+
+class LearnedPositionalEmbedding(nn.Module):
+    """Adds a trained vector for each position, then applies dropout.
+
+    Instead of a formula, a table with one row per position, learned with the
+    rest of the model: BERT's ``position_embeddings``, GPT-2's ``wpe``.
+    Vaswani et al. (2017, §3.5 and Table 3, row E) found it works about as well
+    as the sinusoid, and kept the sinusoid because it may extrapolate to
+    sequences longer than those seen in training. A learned table cannot: it
+    has no row for a position past ``max_len``, and asking for one is an
+    :class:`IndexError`.
+
+    The ``forward`` arguments are those of :class:`~posenc.PositionalEncoding`:
+    ``offset`` for decoding with a cache (GPT-2's ``past_length``),
+    ``positions`` for padding and packing.
+
+    Checkpoints: the table is the parameter :attr:`weight`. State dicts that
+    name it ``position_embeddings.weight`` (BERT, RoBERTa) or ``wpe.weight``
+    (GPT-2) load too, e.g. ``{"wpe.weight": sd["transformer.wpe.weight"]}``.
+    RoBERTa numbers the real tokens from ``padding_idx + 1`` (fairseq's
+    ``make_positions``): with its table, pass
+    ``positions=positions_from_mask(mask) + padding_idx + 1``.
+
+    Args:
+        max_len: Number of positions the table holds, ``0 .. max_len - 1``.
+        d_model: Width of the token vectors, D.
+        dropout: Dropout probability applied to the sum, in ``[0, 1)``.
+
+    Attributes:
+        weight: The table, a parameter ``(max_len, d_model)``, initialised
+            from N(0, 1) as :class:`torch.nn.Embedding` is. Casting the
+            module converts it, as any trained weight.
+
+    Shapes:
+        - x: ``(B, L, D)`` or, unbatched, ``(L, D)``; any floating dtype
+        - offset: int, or ``(B,)`` integer tensor
+        - positions: ``(L,)`` or ``(B, L)`` integer tensor
+        - output: same shape and dtype as ``x``
+
+    Example:
+        >>> import torch
+        >>> _ = torch.manual_seed(0)
+        >>> learned = LearnedPositionalEmbedding(max_len=8, d_model=4)
+        >>> learned
+        LearnedPositionalEmbedding(
+          max_len=8, d_model=4
+          (dropout): Dropout(p=0.0, inplace=False)
+        )
+        >>> y = learned(torch.zeros(2, 3, 4))
+        >>> torch.equal(y[1], learned.weight[:3])
+        True
+        >>> learned(torch.zeros(1, 4), offset=7).shape  # the last row
+        torch.Size([1, 4])
+        >>> learned(torch.zeros(2, 4), offset=7)
+        Traceback (most recent call last):
+        ...
+        IndexError: position 8 is outside the learned table of max_len=8: ...
+    """
+
+    def __init__(self, max_len: int, d_model: int, *, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.max_len: int = _checks.positive_int("max_len", max_len)
+        self.d_model: int = _checks.positive_int("d_model", d_model)
+        _checks.allocation(
+            (max_len, d_model),
+            torch.float32,
+            torch.empty(0).device,  # the default device
+            lambda: f"LearnedPositionalEmbedding(max_len={max_len}, d_model={d_model})'s table",
+        )
+        self.weight = nn.Parameter(torch.empty(self.max_len, self.d_model))
+        self.dropout = nn.Dropout(p=_checks.dropout(dropout))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw :attr:`weight` again from N(0, 1), as :class:`torch.nn.Embedding` does."""
+        nn.init.normal_(self.weight)
+
+    def extra_repr(self) -> str:
+        """The configuration, shown in the module's repr."""
+        return f"max_len={self.max_len}, d_model={self.d_model}"
+
+    def forward(
+        self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
+    ) -> Tensor:
+        """Return ``dropout(x + weight[positions])``.
+
+        Args:
+            x: Token vectors, ``(B, L, D)`` or ``(L, D)``.
+            offset: Position of the first token, as an int for all sequences or
+                a ``(B,)`` integer tensor, one per sequence.
+            positions: Integer tensor ``(L,)`` or ``(B, L)`` (B may be 1) with the
+                position of every token, each in ``[0, max_len)``.
+
+        Returns:
+            Tensor of the shape and dtype of ``x``: the rows are rounded to
+            ``x``'s dtype before the sum.
+
+        Raises:
+            TypeError: ``x`` is not a floating tensor, or ``offset`` or
+                ``positions`` is not integer.
+            ValueError: ``x`` is not 2-D or 3-D, its last dimension is not
+                ``d_model``, both ``offset`` and ``positions`` are given, or
+                their shapes do not match ``x``.
+            IndexError: a position lies outside ``[0, max_len)``. Checked for
+                int offsets always and for CPU tensors in eager mode; on an
+                accelerator or under :func:`torch.compile` the embedding
+                kernel's own bounds check stands (a device-side assert on CUDA).
+        """
+        x = _checks.features(x, self.d_model)
+        batch = x.shape[0] if x.dim() == 3 else None
+        where = resolve(x.shape[-2], offset=offset, positions=positions, batch=batch)
+        if where.start is not None:
+            first, last = where.start, where.start + where.length - 1
+            if where.length and (first < 0 or last >= self.max_len):
+                _checks.learned_position_error(first if first < 0 else last, self.max_len)
+            rows = self.weight[first : first + where.length]
+        else:
+            index = where.tensor(self.weight.device)
+            _checks.learned_positions(index, self.max_len)
+            rows = functional.embedding(index, self.weight)
+        out: Tensor = self.dropout(x + rows.to(x.dtype))
+        return out
+
+    def _load_from_state_dict(
+        self,
+        state_dict: dict[str, Any],
+        prefix: str,
+        local_metadata: dict[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
+        # BERT and RoBERTa name the table "position_embeddings.weight", GPT-2 "wpe.weight".
+        if prefix + "weight" not in state_dict:
+            for name in _PEER_KEYS:
+                if prefix + name in state_dict:
+                    state_dict[prefix + "weight"] = state_dict.pop(prefix + name)
+                    break
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
+
+
+_PEER_KEYS = ("position_embeddings.weight", "wpe.weight")

@@ -76,7 +76,8 @@ class Positions(NamedTuple):
         if self.values is not None:
             return self.values if device is None else self.values.to(device)
         assert self.start is not None
-        return torch.arange(self.start, self.start + self.length, device=device)
+        # start + arange, not arange(start, stop): stop may be 2**63, past int64
+        return torch.arange(self.length, device=device) + self.start
 
     def within(self, size: int) -> bool:
         """Whether every position is known to lie in ``[0, size)``, without a device sync.
@@ -158,8 +159,7 @@ def resolve(
     if positions is not None:
         if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
             raise ValueError(
-                "give either offset or positions, not both (positions already say "
-                "where every token sits; add the offset to them)"
+                "give either offset or positions, not both: add the offset to the positions"
             )
         index = _as_int64("positions", positions, "an integer tensor of shape (L,) or (B, L)")
         if index.dim() not in (1, 2) or index.shape[-1] != length:

@@ -41,7 +41,7 @@ from torch import Tensor
 
 from . import _checks
 
-__all__ = ["LAYOUTS", "Layout", "inverse_frequencies", "sinusoidal_table"]
+__all__ = ["LAYOUTS", "Layout", "inverse_frequencies", "sinusoidal_table", "timestep_embedding"]
 
 Layout = Literal["interleaved", "concatenated"]
 #: The two column orders of the sinusoid in use.
@@ -221,3 +221,122 @@ def _rows(pos: Tensor, freqs: Tensor, layout: Layout, d_model: int) -> Tensor:
     else:
         table = torch.cat((sin, cos), dim=-1)
     return table[..., :d_model]
+
+
+# -- Diffusion timesteps ----------------------------------------------------------------
+
+
+def timestep_embedding(
+    timesteps: Tensor,
+    dim: int,
+    *,
+    flip_sin_to_cos: bool = False,
+    downscale_freq_shift: float = 1.0,
+    max_period: float = 10_000.0,
+    scale: float = 1.0,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
+    r"""The sinusoidal embedding of diffusion timesteps, fractional ones included.
+
+    A diffusion model tells its network which noise level it is denoising by
+    the timestep ``t``, embedded like a position. With ``K = dim // 2``
+    frequencies
+
+    .. math::
+
+        \omega_k = \text{max\_period}^{-k / (K - \text{shift})},
+        \qquad k = 0, \dots, K - 1,
+
+    the embedding is the ``K`` values ``sin(scale · t · ω_k)``, then the ``K``
+    values ``cos(scale · t · ω_k)`` (cosines first with ``flip_sin_to_cos``),
+    then a zero column when ``dim`` is odd: the convention of diffusers'
+    ``get_timestep_embedding``.
+
+    - ``downscale_freq_shift=1`` (the default) is DDPM's (Ho et al., 2020,
+      ``diffusion_tf/nn.py``): the slowest frequency is exactly
+      ``1 / max_period``, as in tensor2tensor and fairseq, whose code DDPM's
+      cites. For integer ``t`` and even ``dim`` this is
+      ``sinusoidal_table(t, dim, layout="concatenated", endpoint=True,
+      base=max_period)``.
+    - ``downscale_freq_shift=0`` is the paper's spacing ``max_period ** (-k / K)``;
+      with ``flip_sin_to_cos=True`` it is guided-diffusion's and Stable
+      Diffusion's ``timestep_embedding`` (``[cos, sin]``).
+
+    Timesteps may be integers or floats (continuous-time samplers); they are
+    widened to float64, and the angles, sines and cosines are computed in
+    float64 and rounded once to ``dtype``.
+
+    Args:
+        timesteps: Tensor of any shape, integer or floating.
+        dim: Width of the embedding.
+        flip_sin_to_cos: Whether the cosines come first.
+        downscale_freq_shift: The shift in the exponent's denominator ``K - shift``.
+        max_period: The base of the frequencies; the longest period is about
+            ``2π · max_period``.
+        scale: Factor applied to every angle.
+        dtype: Floating dtype of the result.
+
+    Returns:
+        Tensor of shape ``(*timesteps.shape, dim)``, on the device of ``timesteps``.
+
+    Raises:
+        TypeError: ``timesteps`` is not an integer or floating tensor, ``dim``
+            is not an int, a flag is not a bool, a number is not a number, or
+            ``dtype`` is not a floating dtype.
+        ValueError: ``dim < 1``, ``max_period <= 1``, a number is not finite,
+            or ``K - shift = 0`` with more than one frequency (the exponents
+            would divide by zero).
+
+    Shapes:
+        - timesteps: ``(*)``, typically ``(B,)``
+        - output: ``(*, dim)``
+
+    Example:
+        >>> t = torch.tensor([0, 10, 999])
+        >>> e = timestep_embedding(t, 8)
+        >>> e.shape
+        torch.Size([3, 8])
+        >>> e[1]                           # sin(10 ω_k) for k < 4, then the cosines
+        tensor([-0.5440,  0.4477,  0.0215,  0.0010, -0.8391,  0.8942,  0.9998,  1.0000])
+        >>> same = sinusoidal_table(t, 8, layout="concatenated", endpoint=True)
+        >>> torch.allclose(e, same, rtol=0, atol=1e-7)
+        True
+
+        Fractional timesteps, and guided-diffusion's order:
+
+        >>> timestep_embedding(torch.tensor([0.5]), 4, flip_sin_to_cos=True,
+        ...                    downscale_freq_shift=0)
+        tensor([[0.8776, 1.0000, 0.4794, 0.0050]])
+    """
+    if not isinstance(timesteps, Tensor):
+        raise TypeError(
+            f"timesteps must be a Tensor of integers or floats, got {type(timesteps).__name__}"
+        )
+    if timesteps.dtype == torch.bool or timesteps.dtype.is_complex:
+        raise TypeError(f"timesteps must be an integer or floating tensor, got {timesteps.dtype}")
+    dim = _checks.positive_int("dim", dim)
+    flip = _checks.flag("flip_sin_to_cos", flip_sin_to_cos)
+    shift = _checks.real_number("downscale_freq_shift", downscale_freq_shift)
+    max_period = _checks.base(max_period, "max_period")
+    scale = _checks.real_number("scale", scale)
+    dtype = _checks.floating_dtype("dtype", dtype)
+    half = dim // 2
+    span = half - shift
+    if span == 0 and half > 1:
+        raise ValueError(
+            f"downscale_freq_shift={shift} equals dim // 2 = {half}: the exponents "
+            f"-k / (dim // 2 - downscale_freq_shift) would divide by zero"
+        )
+    out_device = timesteps.device
+    work = torch.device("cpu") if out_device.type == "mps" else out_device
+    shape = (*timesteps.shape, dim)
+    _checks.allocation(shape, torch.float64, work, lambda: f"a timestep embedding {shape}")
+    k = torch.arange(half, dtype=torch.float64, device=work)
+    # One frequency (dim 2 or 3): k = 0 only, frequency 1 whatever the shift.
+    freqs = torch.pow(max_period, -k / span) if span != 0 else torch.ones_like(k)
+    angles = timesteps.to(device=work, dtype=torch.float64).unsqueeze(-1) * freqs * scale
+    sin, cos = torch.sin(angles), torch.cos(angles)
+    parts = [cos, sin] if flip else [sin, cos]
+    if dim % 2:
+        parts.append(angles.new_zeros((*angles.shape[:-1], 1)))
+    return torch.cat(parts, dim=-1).to(device=out_device, dtype=dtype)

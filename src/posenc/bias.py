@@ -1,0 +1,595 @@
+r"""Relative position as an additive attention bias: ALiBi and T5's learned buckets.
+
+Instead of adding a vector to each token, these schemes add a number to each
+attention score, one per head, that depends on how far the key is from the
+query. The score of query ``i`` for key ``j`` becomes
+``q_i · k_j / √d_k + bias[h, i, j]``, and only the distance ``j - i`` enters
+the bias, so it is the same wherever the pair sits in the sequence.
+
+- ALiBi (Press et al., 2022, *Train Short, Test Long*) uses a fixed line per
+  head: ``bias[h, i, j] = -m_h · (i - j)``, with slopes ``m_h`` from
+  :func:`alibi_slopes`. Nothing is learned.
+- T5 (Raffel et al., 2020, *Exploring the Limits of Transfer Learning*, §2.1)
+  sorts each distance into one of ``num_buckets`` buckets
+  (:func:`relative_position_bucket`) and learns one number per bucket and head
+  (:class:`RelativePositionBias`).
+
+Both modules take the lengths and the positions of the queries and of the
+keys, with the same ``offset`` and ``positions`` arguments as every scheme
+(:func:`posenc.positions.resolve`), and return a bias that
+:func:`~posenc.attention` adds to its scores:
+
+>>> import torch
+>>> from posenc import ALiBi, attention, subsequent_mask
+>>> alibi = ALiBi(n_heads=4)
+>>> bias = alibi(3)                        # queries and keys at 0, 1, 2
+>>> bias.shape
+torch.Size([4, 3, 3])
+>>> bias[0]                                # head 0: slope 1/4
+tensor([[ 0.0000,  0.2500,  0.5000],
+        [-0.2500,  0.0000,  0.2500],
+        [-0.5000, -0.2500,  0.0000]])
+>>> q = k = v = torch.randn(1, 4, 3, 8)    # (B, heads, L, d_k)
+>>> out, _ = attention(q, k, v, mask=subsequent_mask(3), bias=bias)
+>>> out.shape
+torch.Size([1, 4, 3, 8])
+
+Above the diagonal (keys after the query) the causal bias keeps the line
+``-m_h · (i - j)``; a causal mask removes those keys (see :class:`ALiBi`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar, cast
+
+import torch
+from torch import Tensor, nn
+
+from . import _checks
+from .positions import resolve
+
+__all__ = ["ALiBi", "RelativePositionBias", "alibi_slopes", "relative_position_bucket"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+# -- ALiBi ------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _slopes(n_heads: int) -> tuple[float, ...]:
+    """Press et al.'s slopes as Python floats: 2 ** (-8 k / n), exponents exact."""
+    closest = 1 << (n_heads.bit_length() - 1)  # the largest power of 2 <= n_heads
+    # n a power of 2: the geometric sequence 2^(-8/n), 2^(-16/n), ..., 2^-8.
+    slopes = [2.0 ** (-8.0 * k / closest) for k in range(1, closest + 1)]
+    # Otherwise: every other slope of the sequence for 2 * closest heads, starting with
+    # its first; those are the ones that fall between the slopes above.
+    extra = n_heads - closest
+    slopes += [2.0 ** (-8.0 * (2 * m + 1) / (2 * closest)) for m in range(extra)]
+    return tuple(slopes)
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    r"""The slope of each head of ALiBi, in float64.
+
+    For a number of heads ``n`` that is a power of two, the slopes form the
+    geometric sequence that starts at ``2 ** (-8 / n)`` and has that ratio:
+    head ``h`` (from 0) gets ``m_h = 2 ** (-8 (h + 1) / n)``, from ``2 ** (-8 / n)``
+    down to ``2 ** -8``. For other ``n``, Press et al. (2022, §3 and their code)
+    take the ``P`` slopes of the largest power of two ``P < n``, then the
+    first ``n - P`` slopes of every other entry (the 1st, 3rd, 5th, ...) of
+    the sequence for ``2P`` heads, which lie between the first ones.
+
+    The exponents are exact binary fractions (``P`` is a power of two), and
+    each slope is ``2.0 ** exponent`` in float64.
+
+    Args:
+        n_heads: Number of attention heads, H.
+
+    Returns:
+        Tensor of shape ``(H,)`` and dtype float64, on the CPU.
+
+    Raises:
+        TypeError: ``n_heads`` is not an int.
+        ValueError: ``n_heads < 1``.
+
+    Example:
+        >>> alibi_slopes(8)
+        tensor([0.5000, 0.2500, 0.1250, 0.0625, 0.0312, 0.0156, 0.0078, 0.0039],
+               dtype=torch.float64)
+        >>> alibi_slopes(8).log2().tolist()
+        [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0, -7.0, -8.0]
+
+        Twelve heads: the eight slopes of eight heads, then the first four
+        of the sixteen-head sequence ``2 ** (-k / 2)`` with odd ``k``:
+
+        >>> alibi_slopes(12).log2()
+        tensor([-1.0000, -2.0000, -3.0000, -4.0000, -5.0000, -6.0000, -7.0000, -8.0000,
+                -0.5000, -1.5000, -2.5000, -3.5000], dtype=torch.float64)
+    """
+    n_heads = _checks.positive_int("n_heads", n_heads)
+    return torch.tensor(_uncached(_slopes)(n_heads), dtype=torch.float64)
+
+
+def _uncached(fn: Callable[P, R]) -> Callable[P, R]:
+    """``fn`` itself under :func:`torch.compile` (which traces through caches), else cached."""
+    if torch.compiler.is_compiling():
+        return cast("Callable[P, R]", fn.__wrapped__)  # type: ignore[attr-defined]
+    return fn
+
+
+def _work_device(device: torch.device) -> torch.device:
+    """Where float64 work can run: MPS has no float64, so the CPU computes for it."""
+    return torch.device("cpu") if device.type == "mps" else device
+
+
+def _batch_of(
+    batch: int | None, offset: int | Tensor, positions: object, key_positions: object
+) -> int | None:
+    """The batch size that per-sequence arguments imply, checked against ``batch``."""
+    if batch is not None:
+        return _checks.positive_int("batch", batch)
+    given = {
+        name: t.shape[0]
+        for name, t, dims in (
+            ("offset", offset, 1),
+            ("positions", positions, 2),
+            ("key_positions", key_positions, 2),
+        )
+        if isinstance(t, Tensor) and t.dim() == dims
+    }
+    sizes = {rows for rows in given.values() if rows != 1}
+    if len(sizes) > 1:
+        said = ", ".join(f"{name} {rows}" for name, rows in given.items())
+        raise ValueError(
+            f"the per-sequence arguments disagree on the batch size ({said} sequences): "
+            f"give each B rows, or 1 to share it"
+        )
+    return max(given.values()) if given else None
+
+
+def _relative_positions(
+    query_length: int,
+    key_length: int | None,
+    offset: int | Tensor,
+    positions: Tensor | None,
+    key_positions: Tensor | None,
+    batch: int | None,
+    device: torch.device,
+    bias: tuple[str, int, torch.dtype],
+) -> Tensor:
+    """``key position - query position`` for every pair, int64, ``(Lq, Lk)`` or ``(B, Lq, Lk)``.
+
+    ``bias`` names the bias to be made from it, its number of heads and the dtype
+    it is computed in: a bias too large for the device is refused before any work.
+
+    Queries and keys each go through :func:`~posenc.positions.resolve`; the
+    default places queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``.
+    """
+    lq = _checks.length("query_length", query_length)
+    if key_positions is not None:
+        key_positions = _checks.integer_tensor(
+            "key_positions", key_positions, "an integer tensor of shape (L_k,) or (B, L_k)"
+        )
+    if key_length is None:
+        lk = key_positions.shape[-1] if key_positions is not None else lq
+    else:
+        lk = _checks.length("key_length", key_length)
+    b = _batch_of(batch, offset, positions, key_positions)
+    if key_positions is not None:
+        shape = tuple(key_positions.shape)
+        if key_positions.dim() not in (1, 2) or shape[-1] != lk:
+            raise ValueError(
+                f"key_positions must have shape (L_k,) or (B, L_k) with L_k={lk}, "
+                f"got shape {shape}"
+            )
+        if key_positions.dim() == 2 and shape[0] not in (1, b):
+            raise ValueError(
+                f"key_positions of shape {shape} gives {shape[0]} sequences, but the batch "
+                f"has B={b} (give B rows, or 1 to share it)"
+            )
+    queries = resolve(lq, offset=offset, positions=positions, batch=b)
+    keys = resolve(lk, positions=key_positions, batch=b)
+    rows = [
+        p.values.shape[0] for p in (queries, keys) if p.values is not None and p.values.dim() == 2
+    ]
+    name, n_heads, dtype = bias
+    shape = (*([max(rows)] if rows else []), n_heads, lq, lk)
+    _checks.allocation(shape, dtype, device, lambda: f"{name} of shape {shape}")
+    q, k = queries.tensor(device), keys.tensor(device)
+    return k.unsqueeze(-2) - q.unsqueeze(-1)
+
+
+class ALiBi(nn.Module):
+    r"""Attention with Linear Biases: ``bias[h, i, j] = -m_h · (i - j)``.
+
+    Press et al. (2022) add to the score of query ``i`` for key ``j`` a penalty
+    proportional to their distance, with a fixed slope ``m_h`` per head
+    (:func:`alibi_slopes`), and use no position embedding at all. Steep heads
+    look at the last few tokens, shallow heads far back; nothing is learned,
+    and the bias is defined at every distance, which is why models trained on
+    short sequences still work on longer ones.
+
+    Two forms:
+
+    - ``symmetric=False`` (causal, the paper's): ``-m_h · (i - j)`` for every
+      pair. For keys at or before the query (``j <= i``) it is the paper's
+      penalty ``-m_h · |i - j|``. For keys after the query it continues the
+      same line (a positive value): a causal model masks those keys, so
+      their value never matters, and keeping the line makes each row
+      ``m_h · j`` minus a constant ``m_h · i``. Softmax ignores a constant
+      added to a row, so this bias gives exactly the attention of Press et
+      al.'s code, BLOOM and MPT, which add ``m_h · j`` (key positions only)
+      or ``m_h · (j - (L - 1))``; posenc's values are the true ``-m_h · (i - j)``,
+      zero on the diagonal.
+    - ``symmetric=True``: ``-m_h · |i - j|`` everywhere, for encoders and
+      other attention without a causal mask (x-transformers' form).
+
+    Padding: give the positions of the real tokens, e.g.
+    ``p = positions_from_mask(mask)`` as both ``positions`` and
+    ``key_positions``. That ``p`` is BLOOM's ``(mask.cumsum(-1) - 1) * mask``,
+    so every sequence of a left-padded batch gets the bias it would have
+    unpadded; the padding keys themselves are removed by the attention mask.
+
+    Casting or moving the module changes nothing: it holds no tensor. The
+    bias is computed in float64 from integer positions and rounded once to
+    the requested ``dtype``; ask for the dtype of the attention scores.
+
+    Args:
+        n_heads: Number of attention heads, H.
+        symmetric: Whether keys after the query are penalised by their
+            distance too (``-m_h · |i - j|``); see above.
+
+    Shapes:
+        - positions: ``(L_q,)`` or ``(B, L_q)``; key_positions: ``(L_k,)`` or ``(B, L_k)``
+        - offset: int, or ``(B,)`` integer tensor
+        - output: ``(H, L_q, L_k)``, or ``(B, H, L_q, L_k)`` when a
+          per-sequence ``offset``, ``positions`` or ``key_positions`` is given
+
+    Example:
+        >>> alibi = ALiBi(n_heads=2)
+        >>> alibi.slopes
+        tensor([0.0625, 0.0039], dtype=torch.float64)
+        >>> alibi(2, 4, offset=2)[0]  # two new queries at 2, 3 over four cached keys
+        tensor([[-0.1250, -0.0625,  0.0000,  0.0625],
+                [-0.1875, -0.1250, -0.0625,  0.0000]])
+        >>> ALiBi(2, symmetric=True)(2, 4, offset=2)[0]
+        tensor([[-0.1250, -0.0625,  0.0000, -0.0625],
+                [-0.1875, -0.1250, -0.0625,  0.0000]])
+
+        A left-padded batch: the real tokens get the bias of the unpadded sequence.
+
+        >>> from posenc import positions_from_mask
+        >>> mask = torch.tensor([[False, True, True], [True, True, True]])
+        >>> p = positions_from_mask(mask)
+        >>> bias = alibi(3, positions=p, key_positions=p)
+        >>> bias.shape
+        torch.Size([2, 2, 3, 3])
+        >>> torch.equal(bias[0, :, 1:, 1:], alibi(2))
+        True
+    """
+
+    def __init__(self, n_heads: int, *, symmetric: bool = False) -> None:
+        super().__init__()
+        self.n_heads: int = _checks.positive_int("n_heads", n_heads)
+        self.symmetric: bool = _checks.flag("symmetric", symmetric)
+        self._slopes: tuple[float, ...] = _slopes(self.n_heads)  # Python floats, no tensor
+
+    @property
+    def slopes(self) -> Tensor:
+        """The slope of each head, float64 ``(H,)``: :func:`alibi_slopes`, a new tensor."""
+        return alibi_slopes(self.n_heads)
+
+    def extra_repr(self) -> str:
+        """The configuration, shown in the module's repr."""
+        return f"n_heads={self.n_heads}" + (", symmetric=True" if self.symmetric else "")
+
+    def forward(
+        self,
+        query_length: int,
+        key_length: int | None = None,
+        *,
+        offset: int | Tensor = 0,
+        positions: Tensor | None = None,
+        key_positions: Tensor | None = None,
+        batch: int | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> Tensor:
+        """The bias of ``query_length`` queries over ``key_length`` keys.
+
+        Queries sit at ``offset, offset + 1, ...`` (or at ``positions``), keys
+        at ``0, 1, ...`` (or at ``key_positions``): with a KV cache of ``n``
+        tokens and ``L`` new ones, call ``alibi(L, n + L, offset=n)``.
+
+        Args:
+            query_length: Number of queries, L_q.
+            key_length: Number of keys, L_k; by default ``L_q``, or the length of
+                ``key_positions``.
+            offset: Position of the first query: an int, or a ``(B,)`` integer
+                tensor, one per sequence.
+            positions: Position of every query, ``(L_q,)`` or ``(B, L_q)``.
+            key_positions: Position of every key, ``(L_k,)`` or ``(B, L_k)``.
+            batch: Batch size to check per-sequence arguments against; by
+                default the number of rows they have.
+            dtype: Floating dtype of the result (default float32).
+            device: Device of the result (default: that of ``positions``,
+                ``key_positions`` or ``offset``, else the CPU).
+
+        Returns:
+            ``(H, L_q, L_k)``, or ``(B, H, L_q, L_k)`` for per-sequence positions.
+
+        Raises:
+            TypeError: a length is not an int, a position argument is not
+                integer, or ``dtype`` is not a floating dtype.
+            ValueError: a length is negative, both ``offset`` and ``positions``
+                are given, or a shape does not match its length or the batch.
+        """
+        out_dtype = _checks.floating_dtype("dtype", torch.float32 if dtype is None else dtype)
+        out_device = _default_device(device, positions, key_positions, offset)
+        work = _work_device(out_device)
+        about = ("an ALiBi bias", self.n_heads, torch.float64)
+        relative = _relative_positions(
+            query_length, key_length, offset, positions, key_positions, batch, work, about
+        )
+        if self.symmetric:
+            relative = -relative.abs()
+        slopes = torch.tensor(self._slopes, dtype=torch.float64, device=work)
+        bias = relative.unsqueeze(-3).to(torch.float64) * slopes[:, None, None]
+        return bias.to(device=out_device, dtype=out_dtype)
+
+
+def _default_device(device: torch.device | str | None, *tensors: object) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    for t in tensors:
+        if isinstance(t, Tensor):
+            return t.device
+    return torch.device("cpu")
+
+
+# -- T5 ---------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=64)
+def _bucket_starts(per_direction: int, max_distance: int) -> tuple[int, ...]:
+    """The smallest distance of each bucket 1 .. per_direction - 1, exactly.
+
+    Bucket ``b < max_exact`` holds the distance ``b``. Above, Raffel et al.'s
+    formula puts ``n`` in bucket ``max_exact + floor(m · log(n / max_exact) /
+    log(max_distance / max_exact))`` with ``m = per_direction - max_exact``, so
+    bucket ``max_exact + k`` starts at the smallest integer ``n`` with
+    ``(n / max_exact) ** m >= (max_distance / max_exact) ** k``. That inequality is
+    decided here in integers, so the boundaries do not depend on a
+    floating-point logarithm.
+    """
+    max_exact = per_direction // 2
+    m = per_direction - max_exact
+    starts = list(range(1, max_exact + 1))
+    for k in range(1, m):
+        target = max_distance**k * max_exact**m  # n ** m * max_exact ** k >= target
+
+        def fits(n: int, k: int = k, target: int = target) -> bool:
+            return bool(n**m * max_exact**k >= target)
+
+        n = max(max_exact, int(max_exact * (max_distance / max_exact) ** (k / m)) - 1)
+        while not fits(n):
+            n += 1
+        while n > max_exact and fits(n - 1):
+            n -= 1
+        starts.append(n)
+    return tuple(starts)
+
+
+def relative_position_bucket(
+    relative_position: Tensor,
+    *,
+    bidirectional: bool = True,
+    num_buckets: int = 32,
+    max_distance: int = 128,
+) -> Tensor:
+    r"""T5's bucket of each relative position ``key position - query position``.
+
+    Raffel et al. (2020, §2.1) give each distance a bucket: one bucket per
+    distance for short distances, then buckets that grow logarithmically
+    wider up to ``max_distance``, beyond which every distance shares the last
+    bucket. With ``B`` buckets per direction (``num_buckets / 2`` when
+    ``bidirectional``, else ``num_buckets``) and ``E = B // 2``, a distance
+    ``n >= 0`` goes to
+
+    .. math::
+
+        \text{bucket}(n) = \begin{cases}
+        n & n < E \\
+        \min\Big(B - 1,\; E + \Big\lfloor (B - E)
+            \dfrac{\ln(n / E)}{\ln(\text{max\_distance} / E)} \Big\rfloor\Big) & n \ge E.
+        \end{cases}
+
+    Bidirectional: ``n = |r|``, and keys after the query (``r > 0``) use the
+    buckets ``B .. 2B - 1``. Unidirectional (a decoder): ``n = max(-r, 0)``,
+    so every key after the query shares bucket 0 with the query itself.
+
+    This is the bucketing of Mesh TensorFlow's ``_relative_position_bucket``,
+    which Hugging Face's ``T5Attention`` copies, with the floor decided
+    exactly (in integers) rather than through a float32 logarithm.
+
+    Args:
+        relative_position: Integer tensor of any shape and integer dtype,
+            ``key position - query position``.
+        bidirectional: Whether keys after the query get buckets of their own
+            (encoders) or share bucket 0 (decoders).
+        num_buckets: Number of buckets, in both directions together.
+        max_distance: Distance from which all distances share the last bucket.
+
+    Returns:
+        ``torch.long`` tensor of the shape of ``relative_position``, values in
+        ``[0, num_buckets)``.
+
+    Raises:
+        TypeError: ``relative_position`` is not an integer tensor, or an
+            argument has the wrong type.
+        ValueError: ``num_buckets`` is below 4 (bidirectional) or 2, or
+            ``max_distance`` is not above ``E``.
+
+    Example:
+        >>> r = torch.tensor([-200, -128, -64, -20, -8, -7, -1, 0, 1, 7, 8, 20, 128])
+        >>> relative_position_bucket(r)
+        tensor([15, 15, 14, 10,  8,  7,  1,  0, 17, 23, 24, 26, 31])
+        >>> relative_position_bucket(r, bidirectional=False)
+        tensor([31, 31, 26, 17,  8,  7,  1,  0,  0,  0,  0,  0,  0])
+    """
+    relative = _checks.integer_tensor("relative_position", relative_position, "an integer tensor")
+    if relative.dtype != torch.int64:
+        relative = relative.to(torch.int64)
+    bidirectional = _checks.flag("bidirectional", bidirectional)
+    num_buckets, max_distance = _checks.bucket_config(bidirectional, num_buckets, max_distance)
+    per_direction = num_buckets // 2 if bidirectional else num_buckets
+    starts = _uncached(_bucket_starts)(per_direction, max_distance)
+    return _buckets(relative, bidirectional, per_direction, starts)
+
+
+def _buckets(
+    relative: Tensor, bidirectional: bool, per_direction: int, starts: tuple[int, ...]
+) -> Tensor:
+    """The buckets of int64 relative positions, given the first distance of each bucket."""
+    starts_t = torch.tensor(starts, dtype=torch.int64, device=relative.device)
+    if bidirectional:
+        buckets = torch.bucketize(relative.abs(), starts_t, right=True)
+        return buckets + (relative > 0).to(torch.int64) * per_direction
+    return torch.bucketize((-relative).clamp(min=0), starts_t, right=True)
+
+
+class RelativePositionBias(nn.Module):
+    r"""T5's relative position bias: a learned number per bucket of distance and head.
+
+    Raffel et al. (2020) replace position embeddings with a scalar added to
+    each attention score, looked up in a ``(num_buckets, n_heads)`` table by
+    the bucket of ``key position - query position``
+    (:func:`relative_position_bucket`). T5 computes it in the first layer and
+    shares it with the others.
+
+    Checkpoints: the table is the child :attr:`relative_attention_bias`, an
+    :class:`torch.nn.Embedding`, so its key is Hugging Face T5's own
+    ``relative_attention_bias.weight`` and loads as it is, e.g. from
+    ``encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight``
+    (``bidirectional=True``) or the decoder's ``decoder.block.0.layer.0...``
+    (``bidirectional=False``). Like every learned weight it follows
+    ``.to()`` and ``.half()``: casting converts it.
+
+    T5 does not divide its scores by ``√d_k`` (the scale is folded into
+    its initialisation): :func:`~posenc.attention` does, so a T5 checkpoint's
+    attention is reproduced by attention without that scale, with this bias.
+
+    Args:
+        n_heads: Number of attention heads, H.
+        bidirectional: Encoder (True) or decoder (False) bucketing.
+        num_buckets: Number of buckets (32 in T5).
+        max_distance: Distance from which all distances share a bucket (128 in T5).
+
+    Attributes:
+        relative_attention_bias: The table, :class:`torch.nn.Embedding`
+            ``(num_buckets, n_heads)``, initialised by PyTorch's default N(0, 1).
+
+    Shapes:
+        - positions: ``(L_q,)`` or ``(B, L_q)``; key_positions: ``(L_k,)`` or ``(B, L_k)``
+        - offset: int, or ``(B,)`` integer tensor
+        - output: ``(H, L_q, L_k)``, or ``(B, H, L_q, L_k)`` when a
+          per-sequence ``offset``, ``positions`` or ``key_positions`` is given
+
+    Example:
+        >>> t5 = RelativePositionBias(n_heads=8)
+        >>> t5
+        RelativePositionBias(
+          n_heads=8, bidirectional=True, num_buckets=32, max_distance=128
+          (relative_attention_bias): Embedding(32, 8)
+        )
+        >>> t5(5).shape
+        torch.Size([8, 5, 5])
+        >>> w = t5.relative_attention_bias.weight
+        >>> torch.equal(t5(5)[:, 0, 3], w[19])  # key 3 after the query: bucket 16 + 3
+        True
+
+        Decoding with a cache: the last row of the whole sequence's bias.
+
+        >>> dec = RelativePositionBias(8, bidirectional=False)
+        >>> torch.equal(dec(1, 6, offset=5), dec(6)[:, 5:])
+        True
+    """
+
+    def __init__(
+        self,
+        n_heads: int,
+        *,
+        bidirectional: bool = True,
+        num_buckets: int = 32,
+        max_distance: int = 128,
+    ) -> None:
+        super().__init__()
+        self.n_heads: int = _checks.positive_int("n_heads", n_heads)
+        self.bidirectional: bool = _checks.flag("bidirectional", bidirectional)
+        buckets, distance = _checks.bucket_config(bidirectional, num_buckets, max_distance)
+        self.num_buckets: int = buckets
+        self.max_distance: int = distance
+        self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
+        self._per_direction: int = buckets // 2 if self.bidirectional else buckets
+        self._starts: tuple[int, ...] = _bucket_starts(self._per_direction, distance)
+
+    def extra_repr(self) -> str:
+        """The configuration, shown in the module's repr."""
+        return (
+            f"n_heads={self.n_heads}, bidirectional={self.bidirectional}, "
+            f"num_buckets={self.num_buckets}, max_distance={self.max_distance}"
+        )
+
+    def forward(
+        self,
+        query_length: int,
+        key_length: int | None = None,
+        *,
+        offset: int | Tensor = 0,
+        positions: Tensor | None = None,
+        key_positions: Tensor | None = None,
+        batch: int | None = None,
+        dtype: torch.dtype | None = None,
+        device: torch.device | str | None = None,
+    ) -> Tensor:
+        """The bias of ``query_length`` queries over ``key_length`` keys.
+
+        The arguments are those of :meth:`ALiBi.forward`. Queries sit at
+        ``offset, offset + 1, ...`` (Hugging Face's ``past_seen_tokens``) or
+        at ``positions``, keys at ``0, 1, ...`` or at ``key_positions``.
+
+        Args:
+            query_length: Number of queries, L_q.
+            key_length: Number of keys, L_k; by default ``L_q``, or the length of
+                ``key_positions``.
+            offset: Position of the first query: an int, or a ``(B,)`` tensor.
+            positions: Position of every query, ``(L_q,)`` or ``(B, L_q)``.
+            key_positions: Position of every key, ``(L_k,)`` or ``(B, L_k)``.
+            batch: Batch size to check per-sequence arguments against.
+            dtype: Floating dtype of the result (default: the table's).
+            device: Device of the result (default: the table's).
+
+        Returns:
+            ``(H, L_q, L_k)``, or ``(B, H, L_q, L_k)`` for per-sequence positions.
+
+        Raises:
+            TypeError: a length is not an int, a position argument is not
+                integer, or ``dtype`` is not a floating dtype.
+            ValueError: a length is negative, both ``offset`` and ``positions``
+                are given, or a shape does not match its length or the batch.
+        """
+        weight = self.relative_attention_bias.weight
+        out_dtype = _checks.floating_dtype("dtype", weight.dtype if dtype is None else dtype)
+        about = ("a relative position bias", self.n_heads, weight.dtype)
+        relative = _relative_positions(
+            query_length, key_length, offset, positions, key_positions, batch, weight.device, about
+        )
+        # relative_position_bucket, with the boundaries computed once, in __init__.
+        buckets = _buckets(relative, self.bidirectional, self._per_direction, self._starts)
+        values: Tensor = self.relative_attention_bias(buckets)  # (B?, Lq, Lk, H)
+        out = values.movedim(-1, -3)
+        return out.to(device=device if device is not None else out.device, dtype=out_dtype)

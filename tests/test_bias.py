@@ -1,0 +1,607 @@
+"""posenc.bias: ALiBi and T5's relative position buckets, against the papers' formulas.
+
+References written here from the publications, sharing no code with posenc:
+
+* ALiBi: Press, Smith and Lewis, "Train Short, Test Long: Attention with Linear
+  Biases Enables Input Length Extrapolation" (ICLR 2022), §3: the bias of query
+  ``i`` for key ``j <= i`` is ``-m · (i - j)``; for ``n`` heads (a power of 2)
+  the slopes are the geometric sequence starting at and with ratio
+  ``2 ** (-8 / n)``. Other head counts follow their code
+  (ofirpress/attention_with_linear_biases, ``fairseq/models/transformer.py``,
+  ``get_slopes``): the slopes of the closest smaller power of two, then every
+  other slope of the next power of two, as many as needed.
+* T5: Raffel et al., "Exploring the Limits of Transfer Learning with a Unified
+  Text-to-Text Transformer" (JMLR 2020), §2.1, and Mesh TensorFlow's
+  ``_relative_position_bucket`` (tensorflow/mesh,
+  ``mesh_tensorflow/transformer/transformer_layers.py``): half of the buckets
+  of a direction hold one distance each, the rest are spaced logarithmically
+  up to ``max_distance``. Evaluated below in exact rational arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from posenc import (
+    ALiBi,
+    MultiHeadedAttention,
+    RelativePositionBias,
+    alibi_slopes,
+    attention,
+    positions_from_mask,
+    relative_position_bucket,
+    subsequent_mask,
+)
+
+PROPERTY = settings(max_examples=40, deadline=None)
+INTEGER_DTYPES = [
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+]
+
+
+# --- references -----------------------------------------------------------------------------
+
+
+def press_slopes(n: int) -> list[float]:
+    """Press et al.'s slopes: the paper's sequence, their code's rule for other n."""
+
+    def power_of_two(p: int) -> list[float]:
+        start = 2.0 ** (-8.0 / p)
+        return [start * start**i for i in range(p)]
+
+    if math.log2(n).is_integer():
+        return power_of_two(n)
+    closest = 2 ** math.floor(math.log2(n))
+    return power_of_two(closest) + power_of_two(2 * closest)[0::2][: n - closest]
+
+
+def alibi_reference(
+    slopes: list[float], q_pos: np.ndarray, k_pos: np.ndarray, symmetric: bool
+) -> np.ndarray:
+    """(H, Lq, Lk) float64: -m (i - j), or -m |i - j|."""
+    distance = q_pos[:, None].astype(np.float64) - k_pos[None, :].astype(np.float64)
+    if symmetric:
+        distance = np.abs(distance)
+    return -np.asarray(slopes)[:, None, None] * distance[None]
+
+
+def t5_bucket_reference(r: int, bidirectional: bool, num_buckets: int, max_distance: int) -> int:
+    """Mesh TensorFlow's bucket of one relative position, in exact arithmetic."""
+    bucket = 0
+    n = -r
+    if bidirectional:
+        num_buckets //= 2
+        if n < 0:
+            bucket += num_buckets
+        n = abs(n)
+    else:
+        n = max(n, 0)
+    max_exact = num_buckets // 2
+    if n < max_exact:
+        return bucket + n
+    # max_exact + floor(log(n / max_exact) / log(max_distance / max_exact) * (nb - max_exact)):
+    # the largest k with (n / max_exact) ** (nb - max_exact) >= (max_distance / max_exact) ** k.
+    ratio, span = Fraction(max_distance, max_exact), num_buckets - max_exact
+    power = Fraction(n, max_exact) ** span
+    k = 0
+    while k < span and ratio ** (k + 1) <= power:
+        k += 1
+    return bucket + min(max_exact + k, num_buckets - 1)
+
+
+# --- alibi_slopes ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 20, 24, 32, 40, 64, 96, 100, 128])
+def test_slopes_follow_press_et_al(n: int) -> None:
+    slopes = alibi_slopes(n)
+    assert slopes.dtype == torch.float64
+    assert slopes.shape == (n,)
+    # Their code multiplies by the ratio i times: its slopes carry a few ulps of that.
+    np.testing.assert_allclose(slopes.numpy(), press_slopes(n), rtol=1e-14, atol=0)
+
+
+def test_slopes_of_the_paper_examples() -> None:
+    # §3: "For models with 8 heads, our slopes are 1/2, 1/2^2, ..., 1/2^8"; 16 heads
+    # interpolate them: 1/2^0.5, 1/2^1, ..., 1/2^8.
+    assert alibi_slopes(8).tolist() == [2.0**-k for k in range(1, 9)]
+    np.testing.assert_allclose(alibi_slopes(16).numpy(), [2.0 ** (-k / 2) for k in range(1, 17)])
+
+
+def test_slopes_are_distinct_positive_and_below_one() -> None:
+    for n in range(1, 70):
+        s = alibi_slopes(n)
+        assert bool((s > 0).all())
+        assert bool((s < 1).all())
+        assert len(set(s.tolist())) == n
+
+
+@pytest.mark.parametrize(("n", "error"), [(0, ValueError), (-3, ValueError), (8.0, TypeError)])
+def test_slopes_errors(n: object, error: type[Exception]) -> None:
+    with pytest.raises(error, match=rf"n_heads.*{n!r}"):
+        alibi_slopes(n)  # type: ignore[arg-type]
+
+
+# --- ALiBi values ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize(("lq", "lk", "offset"), [(5, 5, 0), (1, 9, 8), (3, 7, 4), (4, 2, 0)])
+def test_alibi_equals_the_formula(symmetric: bool, lq: int, lk: int, offset: int) -> None:
+    alibi = ALiBi(6, symmetric=symmetric)
+    got = alibi(lq, lk, offset=offset, dtype=torch.float64)
+    q_pos, k_pos = np.arange(offset, offset + lq), np.arange(lk)
+    expected = alibi_reference(press_slopes(6), q_pos, k_pos, symmetric)
+    assert got.shape == (6, lq, lk)
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-15, atol=0)
+
+
+def test_causal_and_symmetric_agree_at_and_before_the_query() -> None:
+    causal, symmetric = ALiBi(8)(7), ALiBi(8, symmetric=True)(7)
+    past = subsequent_mask(7)[0]
+    assert torch.equal(causal[:, past], symmetric[:, past])
+    assert bool((causal[:, ~past] > 0).all())  # the causal line continues past the query
+    assert bool((symmetric[:, ~past] < 0).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_alibi_is_the_float64_bias_rounded_once(dtype: torch.dtype) -> None:
+    alibi = ALiBi(12)
+    exact = alibi(30, 300, offset=270, dtype=torch.float64)
+    got = alibi(30, 300, offset=270, dtype=dtype)
+    assert got.dtype == dtype
+    assert torch.equal(got, exact.to(dtype))
+
+
+def test_alibi_default_dtype_device_and_no_state() -> None:
+    alibi = ALiBi(4)
+    out = alibi(3)
+    assert out.dtype == torch.float32
+    assert out.device.type == "cpu"
+    assert alibi.state_dict() == {}
+    assert list(alibi.parameters()) == []
+    assert list(alibi.buffers()) == []
+    # Casting changes nothing: the module holds no tensor; the dtype is asked per call.
+    assert torch.equal(alibi.to(torch.bfloat16)(3), out)
+    assert alibi(3, dtype=torch.float64).dtype == torch.float64
+
+
+def test_slopes_property_is_a_fresh_tensor() -> None:
+    alibi = ALiBi(4)
+    alibi.slopes.zero_()
+    assert torch.equal(alibi.slopes, alibi_slopes(4))
+
+
+@given(shift=st.integers(-(2**20), 2**20), symmetric=st.booleans())
+@PROPERTY
+def test_alibi_is_unchanged_when_queries_and_keys_shift_together(
+    shift: int, symmetric: bool
+) -> None:
+    alibi = ALiBi(5, symmetric=symmetric)
+    q, k = torch.tensor([3, 4, 9]), torch.tensor([0, 2, 3, 7, 9])
+    base = alibi(3, positions=q, key_positions=k, dtype=torch.float64)
+    moved = alibi(3, positions=q + shift, key_positions=k + shift, dtype=torch.float64)
+    assert torch.equal(base, moved)
+
+
+@given(
+    scores=st.lists(st.floats(-5, 5), min_size=6 * 6, max_size=6 * 6),
+    causal_mask=st.booleans(),
+)
+@PROPERTY
+def test_alibi_softmax_equals_key_only_bias_of_bloom_form(
+    scores: list[float], causal_mask: bool
+) -> None:
+    # BLOOM (and Press et al.'s code) add m·j, a row constant m·i away from -m·(i - j):
+    # softmax ignores a constant per row, so both give the same attention weights.
+    s = torch.tensor(scores, dtype=torch.float64).view(1, 6, 6)
+    slopes = alibi_slopes(3)
+    ours = ALiBi(3)(6, dtype=torch.float64)
+    key_only = slopes[:, None, None] * torch.arange(6, dtype=torch.float64)
+    row_constant = ours - key_only
+    assert torch.allclose(row_constant, row_constant[..., :1].expand(-1, -1, 6), atol=1e-13)
+    mask = subsequent_mask(6) if causal_mask else torch.ones(1, 6, 6, dtype=torch.bool)
+    a = (s + ours).masked_fill(~mask, -math.inf).softmax(-1)
+    b = (s + key_only).masked_fill(~mask, -math.inf).softmax(-1)
+    torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+# --- shared forward: offsets, padding, dtypes, shapes ----------------------------------------
+
+BIAS_MODULES = [
+    pytest.param(lambda: ALiBi(4), id="ALiBi"),
+    pytest.param(lambda: ALiBi(4, symmetric=True), id="ALiBi-symmetric"),
+    pytest.param(lambda: RelativePositionBias(4), id="T5-encoder"),
+    pytest.param(
+        lambda: RelativePositionBias(4, bidirectional=False, num_buckets=8, max_distance=20),
+        id="T5-decoder",
+    ),
+]
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_decoding_with_offsets_equals_the_whole_sequence(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    length = 40
+    whole = module(length)
+    steps = [module(1, t + 1, offset=t) for t in range(length)]
+    for t, step in enumerate(steps):
+        assert step.shape == (4, 1, t + 1)
+        assert torch.equal(step, whole[:, t : t + 1, : t + 1])
+    chunks = [module(8, s + 8, offset=s) for s in range(0, length, 8)]
+    for s, chunk in zip(range(0, length, 8), chunks, strict=True):
+        assert torch.equal(chunk, whole[:, s : s + 8, : s + 8])
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_per_sequence_offsets_give_each_sequence_its_row(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    whole = module(30)
+    offset = torch.tensor([0, 12, 29])
+    step = module(1, 30, offset=offset)
+    assert step.shape == (3, 4, 1, 30)
+    for b, t in enumerate(offset.tolist()):
+        assert torch.equal(step[b, :, 0], whole[:, t])
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_left_padded_batch_gets_the_bias_of_the_unpadded_sequences(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    lengths = [6, 3, 1]
+    width = max(lengths)
+    mask = torch.zeros(len(lengths), width, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        mask[b, width - n :] = True  # left padding
+    p = positions_from_mask(mask)
+    bias = module(width, positions=p, key_positions=p)
+    assert bias.shape == (3, 4, width, width)
+    for b, n in enumerate(lengths):
+        assert torch.equal(bias[b, :, width - n :, width - n :], module(n))
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_left_padded_attention_equals_unpadded_attention(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    lengths, width, d_k = [5, 2], 5, 8
+    mask = torch.zeros(2, width, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        mask[b, width - n :] = True
+    q, k, v = (torch.randn(2, 4, width, d_k, dtype=torch.float64) for _ in range(3))
+    p = positions_from_mask(mask)
+    bias = module(width, positions=p, key_positions=p, dtype=torch.float64)
+    allowed = mask[:, None, None, :] & subsequent_mask(width)
+    out, _ = attention(q, k, v, mask=allowed, bias=bias)
+    for b, n in enumerate(lengths):
+        real = slice(width - n, width)
+        alone, _ = attention(
+            q[b, :, real],
+            k[b, :, real],
+            v[b, :, real],
+            mask=subsequent_mask(n),
+            bias=module(n, dtype=torch.float64),
+        )
+        torch.testing.assert_close(out[b, :, real], alone, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES)
+def test_every_integer_dtype_of_positions(make, dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    q, k = torch.tensor([[3, 4], [0, 9]]), torch.tensor([0, 1, 2, 3, 4, 5, 6, 7, 8, 9])
+    expected = module(2, positions=q, key_positions=k)
+    got = module(2, positions=q.to(dtype), key_positions=k.to(dtype))
+    assert torch.equal(got, expected)
+    assert torch.equal(module(2, 10, offset=torch.tensor([3, 0], dtype=dtype))[1], module(2, 10))
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_shapes_of_shared_and_per_sequence_positions(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    assert module(3).shape == (4, 3, 3)
+    assert module(3, 7).shape == (4, 3, 7)
+    assert module(3, 7, batch=5).shape == (4, 3, 7)  # shared positions broadcast
+    assert module(3, key_positions=torch.arange(6)).shape == (4, 3, 6)
+    assert module(3, key_positions=torch.zeros(2, 6, dtype=torch.long)).shape == (2, 4, 3, 6)
+    assert module(3, positions=torch.zeros(1, 3, dtype=torch.long)).shape == (1, 4, 3, 3)
+    assert module(0, 4).shape == (4, 0, 4)
+    assert module(3, 0).shape == (4, 3, 0)
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"query_length": 2.0}, TypeError, "query_length must be an int"),
+        ({"query_length": -1}, ValueError, "query_length must be an int >= 0, got -1"),
+        ({"key_length": "3"}, TypeError, "key_length must be an int"),
+        ({"offset": 1.5}, TypeError, "offset must be an int or an integer tensor"),
+        ({"positions": torch.zeros(3)}, TypeError, "positions must be .* got dtype torch.float32"),
+        ({"key_positions": torch.zeros(3)}, TypeError, "key_positions must be .*float32"),
+        ({"key_positions": torch.zeros(3, dtype=torch.bool)}, TypeError, "key_positions"),
+        ({"key_length": 4, "key_positions": torch.arange(3)}, ValueError, "L_k=4, got shape"),
+        (
+            {"positions": torch.zeros(2, 3, dtype=torch.long), "batch": 3},
+            ValueError,
+            "positions of shape .* 2 sequences.*B=3",
+        ),
+        (
+            {"positions": torch.zeros(2, 3, dtype=torch.long), "key_positions": torch.zeros(3, 4)},
+            TypeError,
+            "key_positions",
+        ),
+        (
+            {
+                "positions": torch.zeros(2, 3, dtype=torch.long),
+                "key_positions": torch.zeros(3, 4, dtype=torch.long),
+            },
+            ValueError,
+            r"disagree on the batch size \(positions 2, key_positions 3 sequences\)",
+        ),
+        (
+            {"offset": 2, "positions": torch.arange(3)},
+            ValueError,
+            "either offset or positions",
+        ),
+        ({"dtype": torch.int64}, TypeError, "dtype must be a floating torch.dtype"),
+        ({"batch": 0}, ValueError, "batch must be a positive int"),
+        (
+            {"key_positions": torch.zeros(3, 4, dtype=torch.long), "batch": 2},
+            ValueError,
+            r"key_positions of shape \(3, 4\) gives 3 sequences, but the batch has B=2",
+        ),
+    ],
+)
+def test_forward_errors_name_the_argument(make, kwargs, error, match) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    args = {"query_length": 3, **kwargs}
+    with pytest.raises(error, match=match):
+        module(**args)
+
+
+# --- relative_position_bucket ---------------------------------------------------------------
+
+CONFIGS = [(True, 32, 128), (False, 32, 128), (True, 8, 20), (False, 6, 7), (True, 64, 1000)]
+
+
+@pytest.mark.parametrize(("bidirectional", "num_buckets", "max_distance"), CONFIGS)
+def test_buckets_equal_mesh_tensorflow_formula(
+    bidirectional: bool, num_buckets: int, max_distance: int
+) -> None:
+    r = torch.arange(-3 * max_distance, 3 * max_distance + 1)
+    got = relative_position_bucket(
+        r, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
+    expected = [
+        t5_bucket_reference(x, bidirectional, num_buckets, max_distance) for x in r.tolist()
+    ]
+    assert got.dtype == torch.int64
+    assert got.tolist() == expected
+
+
+def test_buckets_exact_where_a_float32_logarithm_is_not() -> None:
+    # num_buckets=17, max_distance=27 (unidirectional): 18 / 8 = (3/2)**2 and 27 / 8 = (3/2)**3,
+    # so distance 18 sits exactly on the boundary of bucket 8 + 6 = 14.
+    r = torch.tensor([-17, -18])
+    got = relative_position_bucket(r, bidirectional=False, num_buckets=17, max_distance=27)
+    assert got.tolist() == [t5_bucket_reference(x, False, 17, 27) for x in (-17, -18)]
+    assert got.tolist() == [13, 14]
+
+
+def test_default_buckets_of_the_t5_paper() -> None:
+    r = torch.arange(-200, 201)
+    buckets = relative_position_bucket(r)
+    assert buckets.min() == 0
+    assert buckets.max() == 31
+    assert torch.equal(buckets[200 - 7 : 201], torch.arange(7, -1, -1))  # exact, keys before
+    assert torch.equal(buckets[201:208], 16 + torch.arange(1, 8))  # exact, keys after
+    assert bool((buckets[: 200 - 127] == 15).all())  # past max_distance: the last bucket
+    assert bool((buckets[200 + 128 :] == 31).all())
+
+
+@given(
+    a=st.integers(0, 10_000),
+    b=st.integers(0, 10_000),
+    sign=st.sampled_from([-1, 1]),
+    config=st.sampled_from(CONFIGS),
+)
+@PROPERTY
+def test_bucket_is_monotone_in_distance(a: int, b: int, sign: int, config) -> None:  # type: ignore[no-untyped-def]
+    bidirectional, num_buckets, max_distance = config
+    near, far = sorted((a, b))
+    got = relative_position_bucket(
+        torch.tensor([sign * near, sign * far]),
+        bidirectional=bidirectional,
+        num_buckets=num_buckets,
+        max_distance=max_distance,
+    ).tolist()
+    assert got[0] <= got[1] or (sign == 1 and not bidirectional)
+    if not bidirectional and sign == 1:
+        assert got == [0, 0]  # a decoder's keys after the query all share bucket 0
+    assert min(got) >= 0
+    assert max(got) < num_buckets
+
+
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES)
+def test_bucket_of_every_integer_dtype(dtype: torch.dtype) -> None:
+    r = torch.tensor([0, 1, 5, 9, 100, 127])
+    signed = torch.tensor([0, -1, -5, -9, -100, -127])
+    expected = relative_position_bucket(r)
+    assert torch.equal(relative_position_bucket(r.to(dtype)), expected)
+    if dtype.is_signed:  # negative distances: the signed dtypes
+        got = relative_position_bucket(signed.to(dtype), bidirectional=False)
+        assert torch.equal(got, relative_position_bucket(signed, bidirectional=False))
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        ((torch.zeros(3),), {}, TypeError, "relative_position must be an integer tensor"),
+        (([1, 2],), {}, TypeError, "relative_position must be a Tensor"),
+        ((torch.arange(3),), {"bidirectional": 1}, TypeError, "bidirectional must be a bool"),
+        ((torch.arange(3),), {"num_buckets": 3}, ValueError, "num_buckets must be >= 4"),
+        (
+            (torch.arange(3),),
+            {"num_buckets": 1, "bidirectional": False},
+            ValueError,
+            "num_buckets must be >= 2",
+        ),
+        ((torch.arange(3),), {"num_buckets": 32.0}, TypeError, "num_buckets must be an int"),
+        ((torch.arange(3),), {"max_distance": 8}, ValueError, "max_distance must be > 8"),
+        ((torch.arange(3),), {"max_distance": 0}, ValueError, "max_distance must be a positive"),
+    ],
+)
+def test_bucket_errors(args, kwargs, error, match) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(error, match=match):
+        relative_position_bucket(*args, **kwargs)
+
+
+# --- RelativePositionBias -------------------------------------------------------------------
+
+
+def test_t5_bias_is_the_table_at_the_buckets() -> None:
+    t5 = RelativePositionBias(6, num_buckets=16, max_distance=40)
+    w = t5.relative_attention_bias.weight
+    q_pos, k_pos = torch.arange(5, 12), torch.arange(60)
+    got = t5(7, 60, offset=5)
+    for i, qi in enumerate(q_pos.tolist()):
+        for j, kj in enumerate(k_pos.tolist()):
+            bucket = t5_bucket_reference(kj - qi, True, 16, 40)
+            assert torch.equal(got[:, i, j], w[bucket])
+
+
+def test_t5_state_dict_key_is_hugging_face_t5s() -> None:
+    t5 = RelativePositionBias(4)
+    assert list(t5.state_dict()) == ["relative_attention_bias.weight"]
+    weight = torch.randn(32, 4)
+    t5.load_state_dict({"relative_attention_bias.weight": weight})
+    assert torch.equal(t5(1, 1)[:, 0, 0], weight[0])
+
+
+def test_t5_dtype_and_device_follow_the_table() -> None:
+    t5 = RelativePositionBias(4)
+    assert t5(3).dtype == torch.float32
+    t5.to(torch.bfloat16)  # a learned table: casting converts it, as any weight
+    assert t5.relative_attention_bias.weight.dtype == torch.bfloat16
+    assert t5(3).dtype == torch.bfloat16
+    assert t5(3, dtype=torch.float32).dtype == torch.float32
+
+
+def test_t5_gradient_reaches_the_buckets_used() -> None:
+    t5 = RelativePositionBias(2, bidirectional=False, num_buckets=8, max_distance=20)
+    t5(3).sum().backward()
+    grad = t5.relative_attention_bias.weight.grad
+    assert grad is not None
+    used = relative_position_bucket(
+        torch.arange(3)[None] - torch.arange(3)[:, None],
+        bidirectional=False,
+        num_buckets=8,
+        max_distance=20,
+    ).unique()
+    assert torch.equal(grad.abs().sum(1).nonzero().flatten(), used)
+
+
+def test_t5_forward_hook_on_the_table_sees_the_lookup() -> None:
+    t5 = RelativePositionBias(3)
+    seen: list[torch.Tensor] = []
+    t5.relative_attention_bias.register_forward_hook(lambda m, i, o: seen.append(o))
+    out = t5(4, 5)
+    assert len(seen) == 1
+    assert torch.equal(seen[0].permute(2, 0, 1), out)
+
+
+def test_t5_constructor_errors() -> None:
+    with pytest.raises(TypeError, match="n_heads must be an int"):
+        RelativePositionBias(2.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_distance must be > 8"):
+        RelativePositionBias(2, max_distance=8)
+    with pytest.raises(TypeError, match="symmetric must be a bool"):
+        ALiBi(2, symmetric="no")  # type: ignore[arg-type]
+
+
+def test_extra_repr() -> None:
+    assert repr(ALiBi(8)) == "ALiBi(n_heads=8)"
+    assert repr(ALiBi(8, symmetric=True)) == "ALiBi(n_heads=8, symmetric=True)"
+    assert "n_heads=2, bidirectional=False, num_buckets=8, max_distance=20" in repr(
+        RelativePositionBias(2, bidirectional=False, num_buckets=8, max_distance=20)
+    )
+
+
+# --- attention(..., bias=) ------------------------------------------------------------------
+
+
+def test_attention_adds_the_bias_before_the_mask_and_softmax() -> None:
+    q, k, v = (torch.randn(2, 3, 5, 4, dtype=torch.float64) for _ in range(3))
+    bias = torch.randn(3, 5, 5, dtype=torch.float64)
+    mask = subsequent_mask(5)
+    out, weights = attention(q, k, v, mask=mask, bias=bias)
+    scores = q.numpy() @ np.swapaxes(k.numpy(), -1, -2) / 2.0 + bias.numpy()
+    scores = np.where(mask.numpy(), scores, -np.inf)
+    e = np.exp(scores - scores.max(-1, keepdims=True))
+    expected_w = e / e.sum(-1, keepdims=True)
+    np.testing.assert_allclose(weights.numpy(), expected_w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(out.numpy(), expected_w @ v.numpy(), rtol=1e-12, atol=1e-13)
+
+
+def test_attention_with_a_float32_bias_keeps_the_query_dtype() -> None:
+    q, k, v = (torch.randn(1, 2, 6, 8).to(torch.bfloat16) for _ in range(3))
+    bias = ALiBi(2)(6)
+    out, weights = attention(q, k, v, mask=subsequent_mask(6), bias=bias)
+    assert out.dtype == weights.dtype == torch.bfloat16
+    ref, _ = attention(q.float(), k.float(), v.float(), mask=subsequent_mask(6), bias=bias)
+    torch.testing.assert_close(out.float(), ref, rtol=0, atol=3e-2)
+
+
+@pytest.mark.parametrize(
+    ("bias", "error", "match"),
+    [
+        (torch.zeros(3, 5, 4), ValueError, r"bias of shape \(3, 5, 4\) does not broadcast"),
+        (torch.zeros(5, 5, dtype=torch.long), TypeError, "bias must be a floating tensor"),
+        ([0.0], TypeError, "bias must be a Tensor or None"),
+        (torch.zeros(5, 5, device="meta"), ValueError, "bias must be on the device of the query"),
+    ],
+)
+def test_attention_bias_errors(bias: object, error: type[Exception], match: str) -> None:
+    q = k = v = torch.randn(2, 3, 5, 4)
+    with pytest.raises(error, match=match):
+        attention(q, k, v, bias=bias)  # type: ignore[arg-type]
+
+
+def test_multi_headed_attention_passes_the_bias_to_every_head() -> None:
+    torch.manual_seed(0)
+    mha = MultiHeadedAttention(h=4, d_model=16, dropout=0.0).double()
+    x = torch.randn(2, 6, 16, dtype=torch.float64)
+    bias = ALiBi(4)(6, dtype=torch.float64)
+    got = mha(x, x, x, mask=subsequent_mask(6), bias=bias)
+    lin = mha.linears
+    q, k, v = (lin[i](x).view(2, 6, 4, 4).transpose(1, 2) for i in range(3))  # (B, h, L, d_k)
+    heads, _ = attention(q, k, v, mask=subsequent_mask(6), bias=bias)
+    expected = lin[3](heads.transpose(1, 2).reshape(2, 6, 16))
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    assert mha.attn is not None
+    plain = mha(x, x, x, mask=subsequent_mask(6))
+    assert not torch.allclose(got, plain)
+
+
+def test_multi_headed_attention_bias_shapes() -> None:
+    mha = MultiHeadedAttention(h=2, d_model=8, dropout=0.0)
+    x = torch.randn(3, 5, 8)
+    assert mha(x, x, x, bias=ALiBi(2)(5)).shape == (3, 5, 8)
+    p = torch.arange(5).expand(3, 5)
+    assert mha(x, x, x, bias=ALiBi(2)(5, positions=p, key_positions=p)).shape == (3, 5, 8)
+    assert mha(x[0], x[0], x[0], bias=ALiBi(2)(5)).shape == (5, 8)  # unbatched
+    with pytest.raises(ValueError, match=r"bias of shape \(3, 5, 5\) does not broadcast"):
+        mha(x, x, x, bias=ALiBi(3)(5))

@@ -1,0 +1,347 @@
+"""The position contract across modules: integer dtypes, casts, hooks, aliasing, sizes, flags.
+
+Each test pins one class of defect that a module-by-module test could miss:
+positions of every integer dtype, a module cast after construction compared with
+a fresh one, PyTorch's hook contract on the fused layer, buffers handed out by
+public methods, tables too large to allocate, flags of the wrong type.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+
+from posenc import (
+    Embeddings,
+    PositionalEncoding,
+    TokenAndPositionEmbedding,
+    inverse_frequencies,
+    sinusoidal_table,
+)
+
+D = 16
+INTEGER_DTYPES = [
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+]
+
+
+# -- Every integer dtype is a position ---------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES)
+@pytest.mark.parametrize("values", [[3, 1, 7, 0], [100, 101, 5, 9]])  # inside / past max_len
+def test_positions_of_every_integer_dtype_equal_int64(
+    dtype: torch.dtype, values: list[int]
+) -> None:
+    pe = PositionalEncoding(D, max_len=8)
+    x = torch.randn(2, 4, D)
+    expected = pe(x, positions=torch.tensor(values))
+    assert torch.equal(pe(x, positions=torch.tensor(values, dtype=dtype)), expected)
+    per_sequence = torch.tensor([values, values[::-1]])
+    assert torch.equal(pe(x, positions=per_sequence.to(dtype)), pe(x, positions=per_sequence))
+    table = sinusoidal_table(torch.tensor(values, dtype=dtype), D)
+    assert torch.equal(table, sinusoidal_table(torch.tensor(values), D))
+
+
+def test_uint8_positions_are_positions_not_a_mask() -> None:
+    # Indexing with a uint8 tensor means a mask to torch; to posenc it means positions.
+    pe = PositionalEncoding(D, max_len=8)
+    positions = torch.tensor([3, 1, 0, 2], dtype=torch.uint8)
+    out = pe(torch.zeros(4, D), positions=positions)
+    assert torch.equal(out, sinusoidal_table(torch.tensor([3, 1, 0, 2]), D))
+
+
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES)
+def test_offsets_of_every_integer_dtype_equal_int64(dtype: torch.dtype) -> None:
+    pe = PositionalEncoding(D, max_len=8)
+    x = torch.randn(2, 3, D)
+    assert torch.equal(
+        pe(x, offset=torch.tensor([1, 6], dtype=dtype)), pe(x, offset=torch.tensor([1, 6]))
+    )
+    assert torch.equal(pe(x, offset=torch.tensor(5, dtype=dtype)), pe(x, offset=5))
+
+
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES)
+def test_fused_layer_takes_every_integer_dtype(dtype: torch.dtype) -> None:
+    layer = TokenAndPositionEmbedding(D, vocab=50, max_len=8)
+    ids = torch.tensor([[4, 5, 6, 7], [8, 9, 10, 11]])
+    positions = torch.tensor([[3, 1, 7, 12], [0, 0, 2, 2]])
+    expected = layer(ids, positions=positions)
+    assert torch.equal(layer(ids.to(dtype), positions=positions.to(dtype)), expected)
+    assert torch.equal(
+        layer(ids, offset=torch.tensor([2, 9], dtype=dtype)),
+        layer(ids, offset=torch.tensor([2, 9])),
+    )
+
+
+@pytest.mark.parametrize("offset", [-3, -1, -10_000])
+def test_negative_offsets_mean_the_same_as_int_and_as_tensor(offset: int) -> None:
+    # Positions are any integers: the sinusoid is defined at negative positions too.
+    pe = PositionalEncoding(D, max_len=8)
+    x = torch.randn(2, 4, D)
+    by_int = pe(x, offset=offset)
+    assert torch.equal(by_int, pe(x, offset=torch.tensor(offset)))
+    assert torch.equal(by_int, pe(x, offset=torch.tensor([offset, offset])))
+    assert torch.equal(by_int, pe(x, positions=torch.arange(offset, offset + 4)))
+    assert torch.equal(by_int, x + sinusoidal_table(torch.arange(offset, offset + 4), D))
+
+
+def test_offsets_that_leave_int64_are_refused() -> None:
+    pe = PositionalEncoding(D)
+    x = torch.randn(1, 4, D)
+    last = 2**63 - 4  # positions last .. last + 3 = 2**63 - 1: the largest int64, fine
+    assert pe(x, offset=last).shape == x.shape
+    with pytest.raises(ValueError, match=r"offset=9223372036854775805 .*outside int64"):
+        pe(x, offset=last + 1)
+    with pytest.raises(ValueError, match="outside int64"):
+        pe(x, offset=-(2**63) - 1)
+
+
+# -- One rounding after any cast -----------------------------------------------------------
+
+
+LOW = [torch.float16, torch.bfloat16]
+
+
+@pytest.mark.parametrize("cast_to", [*LOW, torch.float32, torch.float64])
+@pytest.mark.parametrize("input_dtype", [*LOW, torch.float32, torch.float64])
+def test_a_cast_module_equals_a_fresh_one_bit_for_bit(
+    cast_to: torch.dtype, input_dtype: torch.dtype
+) -> None:
+    # A table rounded for one dtype never feeds another: fp16 values rounded again to
+    # bf16 would be two roundings (and fp16's subnormals would show).
+    fresh = PositionalEncoding(512)
+    cast = PositionalEncoding(512).to(cast_to)
+    x = torch.zeros(2, 5000, 512, dtype=input_dtype)
+    assert torch.equal(cast(x), fresh(x))
+    assert torch.equal(cast(x, offset=3), fresh(x, offset=3))
+    positions = torch.randint(0, 6000, (2, 5000))
+    assert torch.equal(cast(x, positions=positions), fresh(x, positions=positions))
+
+
+def test_half_module_fed_bfloat16_is_the_float64_table_rounded_once() -> None:
+    out = PositionalEncoding(512).half()(torch.zeros(5000, 512, dtype=torch.bfloat16))
+    exact = sinusoidal_table(5000, 512, dtype=torch.float64)
+    assert torch.equal(out, exact.to(torch.bfloat16))
+
+
+@pytest.mark.parametrize("chain", [("half", "bfloat16"), ("bfloat16", "half", "float")])
+def test_chains_of_casts_leave_the_table_of_the_last_dtype(chain: tuple[str, ...]) -> None:
+    module = PositionalEncoding(64, max_len=300)
+    for name in chain:
+        getattr(module, name)()
+    assert torch.equal(module.pe[0], sinusoidal_table(300, 64, dtype=module.pe.dtype))
+
+
+@pytest.mark.parametrize("dtype", [*LOW, torch.float32])
+def test_fused_layer_cast_equals_fresh_pair_with_the_same_weights(dtype: torch.dtype) -> None:
+    layer = TokenAndPositionEmbedding(64, vocab=100, max_len=50).half().to(dtype)
+    pair = nn.Sequential(Embeddings(64, 100), PositionalEncoding(64, max_len=50))
+    pair[0].lut.weight.data = layer.embeddings.lut.weight.data.clone()
+    ids = torch.randint(0, 100, (3, 70))  # past max_len too
+    assert torch.equal(layer(ids), pair(ids))
+
+
+def test_no_op_moves_and_casts_keep_the_buffer() -> None:
+    module = PositionalEncoding(D, max_len=100)
+    buffer = module.pe
+    buffer[0, 0, 0] = 42.0  # a recomputation would repair this: it must not happen
+    module.to("cpu")
+    module.float()
+    module.to(torch.float32)
+    module.to(device="cpu", dtype=torch.float32)
+    module.cpu()
+    assert module.pe is buffer
+    assert module.pe[0, 0, 0] == 42.0
+
+
+def test_to_empty_on_the_same_device_derives_the_table_again() -> None:
+    module = PositionalEncoding(D, max_len=100)
+    module.to_empty(device="cpu")
+    assert torch.equal(module.pe[0], sinusoidal_table(100, D))
+
+
+# -- Hooks on the fused layer ------------------------------------------------------------
+
+
+def _layer_and_ids() -> tuple[TokenAndPositionEmbedding, torch.Tensor]:
+    torch.manual_seed(0)
+    return TokenAndPositionEmbedding(D, vocab=30, max_len=20), torch.randint(0, 30, (2, 6))
+
+
+def test_a_hook_that_keeps_the_lookup_sees_it_unchanged() -> None:
+    layer, ids = _layer_and_ids()
+    kept: list[torch.Tensor] = []
+    layer.embeddings.lut.register_forward_hook(lambda m, i, out: kept.append(out))
+    out = layer(ids)
+    assert torch.equal(kept[0], layer.embeddings.lut.weight[ids])  # not scaled, nothing added
+    unfused = PositionalEncoding(D, max_len=20)(layer.embeddings(ids))
+    assert torch.equal(out, unfused)
+
+
+def test_a_loss_added_on_a_hooked_lookup_backpropagates() -> None:
+    layer, ids = _layer_and_ids()
+    extra: list[torch.Tensor] = []
+    layer.embeddings.lut.register_forward_hook(lambda m, i, out: extra.append(out.pow(2).sum()))
+    loss = layer(ids).sum() + extra[0]
+    loss.backward()  # an in-place write on the hooked output would fail here
+    grad = layer.embeddings.lut.weight.grad
+    assert grad is not None
+    # d/dW of (scale * W[ids]).sum() + (W[ids] ** 2).sum(), row by row
+    w = layer.embeddings.lut.weight.detach()
+    expected = torch.zeros_like(w)
+    for i in ids.flatten().tolist():
+        expected[i] += layer.embeddings.scale + 2 * w[i]
+    torch.testing.assert_close(grad, expected)
+
+
+@pytest.mark.parametrize(
+    "child", ["embeddings", "positional", "embeddings.lut", "positional.dropout"]
+)
+def test_hooks_on_every_child_fire_as_on_the_unfused_pair(child: str) -> None:
+    layer, ids = _layer_and_ids()
+    calls: list[str] = []
+    module = layer.get_submodule(child)
+    module.register_forward_pre_hook(lambda m, args: calls.append("pre"))
+    module.register_forward_hook(lambda m, args, out: calls.append("post"))
+    layer(ids)
+    assert calls == ["pre", "post"]
+
+
+def test_a_pre_hook_that_changes_the_input_is_respected() -> None:
+    layer, ids = _layer_and_ids()
+    layer.positional.register_forward_pre_hook(lambda m, args: (args[0] * 0,))
+    assert torch.equal(layer(ids), sinusoidal_table(6, D).expand(2, 6, D))
+
+
+def test_a_global_forward_hook_sees_every_child() -> None:
+    layer, ids = _layer_and_ids()
+    seen: list[type] = []
+    handle = nn.modules.module.register_module_forward_hook(lambda m, i, o: seen.append(type(m)))
+    try:
+        layer(ids)
+    finally:
+        handle.remove()
+    assert {Embeddings, nn.Embedding, PositionalEncoding, nn.Dropout} <= set(seen)
+
+
+def test_removing_the_hook_restores_the_same_values() -> None:
+    layer, ids = _layer_and_ids()
+    plain = layer(ids)
+    handle = layer.embeddings.lut.register_forward_hook(lambda m, i, o: None)
+    hooked = layer(ids)
+    handle.remove()
+    assert torch.equal(hooked, plain)
+    assert torch.equal(layer(ids), plain)
+
+
+def test_full_backward_hook_on_a_child_fires() -> None:
+    layer, ids = _layer_and_ids()
+    grads: list[torch.Tensor] = []
+    layer.positional.register_full_backward_hook(lambda m, gi, go: grads.append(go[0]))
+    out = layer(ids)
+    out.sum().backward()
+    assert len(grads) == 1
+    assert torch.equal(grads[0], torch.ones_like(out))
+
+
+def test_a_replaced_lookup_module_is_called() -> None:
+    layer, ids = _layer_and_ids()
+
+    class Shifted(nn.Embedding):
+        def forward(self, input: torch.Tensor) -> torch.Tensor:
+            return super().forward(input) + 1
+
+    shifted = Shifted(30, D)
+    shifted.weight.data = layer.embeddings.lut.weight.data.clone()
+    expected = PositionalEncoding(D, max_len=20)((shifted(ids)) * layer.embeddings.scale)
+    layer.embeddings.lut = shifted
+    assert torch.equal(layer(ids), expected)
+
+
+# -- Nothing handed out aliases a buffer -----------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"offset": 2}, {"positions": torch.tensor([0, 3, 1])}])
+def test_encoding_returns_a_fresh_tensor(kwargs: dict[str, object]) -> None:
+    pe = PositionalEncoding(D, max_len=10)
+    x = torch.zeros(3, D)
+    before = pe(x, **kwargs)  # type: ignore[arg-type]
+    rows = pe.encoding(3, **kwargs)  # type: ignore[arg-type]
+    assert torch.equal(rows, before)
+    rows.fill_(7.0)
+    assert torch.equal(pe(x, **kwargs), before)  # type: ignore[arg-type]
+
+
+# -- Tables too large to allocate ----------------------------------------------------------
+
+
+SIZE_GUARD = """
+import resource, sys, time
+import torch, posenc
+start_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.perf_counter()
+try:
+    {call}
+except ValueError as exc:
+    message = str(exc)
+else:
+    sys.exit("no error")
+grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - start_rss) / 1024
+print(repr(message))
+print(grown_mb)
+"""
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        ("posenc.PositionalEncoding(512, max_len=10**9)", ["max_len=1000000000", "d_model=512"]),
+        ("posenc.TokenAndPositionEmbedding(512, 10, max_len=10**9)", ["max_len=1000000000"]),
+        ("posenc.sinusoidal_table(10**9, 512)", ["1000000000 positions", "d_model=512"]),
+        ("posenc.sinusoidal_table(torch.arange(10**6), 10**7)", ["d_model=10000000"]),
+    ],
+)
+def test_a_table_too_large_is_refused_at_once(call: str, words: list[str]) -> None:
+    code = textwrap.dedent(SIZE_GUARD).format(call=call)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr + run.stdout
+    message, grown = run.stdout.strip().splitlines()
+    for word in [*words, "TB", "more than the", "of memory on cpu"]:
+        assert word in message
+    assert float(grown) < 100  # MB: nothing of the table's size was allocated first
+
+
+# -- Flags and choices are type-checked --------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["False", 0, 1, None, torch.tensor(True)])
+def test_endpoint_must_be_a_bool(value: object) -> None:
+    for build in (
+        lambda: PositionalEncoding(D, endpoint=value),  # type: ignore[arg-type]
+        lambda: TokenAndPositionEmbedding(D, 10, endpoint=value),  # type: ignore[arg-type]
+        lambda: sinusoidal_table(3, D, endpoint=value),  # type: ignore[arg-type]
+        lambda: inverse_frequencies(D, endpoint=value),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(TypeError, match="endpoint must be a bool"):
+            build()
+
+
+@pytest.mark.parametrize("value", [1, "Interleaved", None, ("interleaved",)])
+def test_layout_must_be_one_of_the_names(value: object) -> None:
+    with pytest.raises(
+        ValueError, match=r"layout must be one of \('interleaved', 'concatenated'\)"
+    ):
+        PositionalEncoding(D, layout=value)  # type: ignore[arg-type]
