@@ -414,8 +414,8 @@ class LearnedPositionalEmbedding(nn.Module):
             torch.empty(0).device,  # the default device
             lambda: f"LearnedPositionalEmbedding(max_len={max_len}, d_model={d_model})'s table",
         )
-        self.weight = nn.Parameter(torch.empty(self.max_len, self.d_model))
-        self.dropout = nn.Dropout(p=_checks.dropout(dropout))
+        self.weight: nn.Parameter = nn.Parameter(torch.empty(self.max_len, self.d_model))
+        self.dropout: nn.Dropout = nn.Dropout(p=_checks.dropout(dropout))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
