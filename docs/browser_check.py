@@ -5,15 +5,45 @@ run by ``nox -s browser`` after ``nox -s docs``. The site is served by
 ``python -m http.server`` on 127.0.0.1, and the browser may load nothing else:
 any request that leaves the site is aborted and reported.
 
-Checked on every page:
+Every page is opened twice: in a 1280 x 900 window, as on a laptop, and in a
+390 x 844 window, as on a phone.
+
+At 1280 px, on every page:
 - no console error, no uncaught exception, no failed request, no HTTP error;
+- the page declares an icon (``<link rel="icon">``) that loads: without one a
+  browser asks for ``/favicon.ico``, which is not there;
 - every image has loaded (natural width > 0);
 - where the page has math, MathJax has typeset it and no raw TeX delimiter is
-  left in the text.
+  left in the text;
+- no table of contents in the page lists two entries with the same text;
+- nothing in the page's content is cut off: no element hides part of its content
+  (``overflow`` hidden or clip, or an ellipsis, with content wider than the box);
+- nothing needs horizontal scrolling: no code box (``pre``), table or formula whose
+  content is wider than its box, and the page is no wider than the window (the
+  highlighted source files under ``_modules/`` excepted: their lines are the
+  files' own, up to ruff's 99 characters);
+- every gallery figure (``sphx_glr_*_NNN.png``, wherever it is shown) has a 2x
+  image in its ``srcset``, which loads and has twice the 1x image's pixels;
+- the text of every gallery figure is at least 9 CSS px tall as shown. A browser
+  cannot measure text inside an image, so the docs build records, per figure, the
+  size of its smallest drawn text (every title, label, tick label, legend entry
+  and annotation, measured from the figure's own artists: points x dpi / 72, in
+  pixels of the 1x image) in ``_static/figure_text.json``; this check measures the
+  width the image is shown at, divides it by the image's width and asserts
+  smallest text x that scale >= 9 px. Thumbnails on the gallery's index are
+  previews and not checked.
+- no text, code, formula or image reaches past the content column, unless it
+  sits inside a box (reported above when that box hides or scrolls);
+At 390 px, on every page: nothing in the content is cut off (as above), and no
+element of the content reaches past the window's edges, unless it sits inside a
+box that scrolls (a code box, a table or a formula may scroll sideways on a phone).
 Checked once: the search page finds "PositionalEncoding", and no ``<script src>`` or
 ``<link href>`` in the built HTML points outside the site.
-Saved: full-page screenshots of the index, the API page and each gallery example,
-in ``docs/_build/screenshots/``.
+Pages listed in ``PENDING_PAGES`` (``docs/_ext/gallery_hooks.py``), being rebuilt,
+are checked and their problems printed, but they do not fail the check.
+Saved: full-page screenshots of the index, the guide's pages, the API page, the
+seeds page and each gallery example, at both widths, in
+``docs/_build/screenshots/1280/`` and ``docs/_build/screenshots/390/``.
 
 Chromium is the Debian package (``/usr/bin/chromium``, or ``$CHROMIUM``), driven by
 Playwright; Playwright's own browser downloads are never used.
@@ -22,8 +52,10 @@ Playwright; Playwright's own browser downloads are never used.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -31,16 +63,28 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from playwright.sync_api import ConsoleMessage, Page, Request, Route, sync_playwright
 
 ROOT = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT / "_ext"))
+from gallery_hooks import PENDING_PAGES  # noqa: E402 (pages being rebuilt: reported only)
+
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 SEARCH_TERM = "PositionalEncoding"
 # Pages written by Sphinx that are not documentation a reader lands on by a link.
 SKIP = {"search.html"}  # checked separately, with a query
+# The highlighted source files ("[source]" links): the files as they are, whose lines
+# may be as long as ruff allows (99 characters); their code boxes may scroll.
+SOURCE_PAGES = "_modules/"
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+MIN_TEXT_PX = 9.0  # the smallest figure text a reader should have to read, in CSS px
+FIGURE_TEXT = "_static/figure_text.json"  # written by the docs build (docs/conf.py)
+# A gallery figure (not a thumbnail): sphx_glr_plot_01_waveforms_001.png
+GALLERY_FIGURE = re.compile(r"sphx_glr_\w+_\d{3}\.png$")
 
 # Text nodes outside code that still hold a TeX delimiter, after MathJax has run.
 RAW_TEX_JS = r"""
@@ -74,6 +118,116 @@ async () => {
   await window.MathJax.startup.promise;
   const typeset = Array.from(math).filter(el => el.querySelector("mjx-container")).length;
   return {math: math.length, typeset: typeset};
+}
+"""
+
+# Boxes in the page's content whose content is wider than the box: "clipped" when the
+# box hides the rest (overflow hidden or clip, which is also what an ellipsis needs),
+# "scrolls" when the reader has to scroll the box sideways. Screen-reader-only copies
+# (MathJax's assistive MathML, hidden by a `clip` rectangle) are never seen and not
+# measured. Then the elements outside any such box that reach past the window's edges
+# on a phone; on a desktop, the text, code, formulas and images (inline content) that
+# reach past the content column (furo's block boxes have negative margins that are
+# part of its design). And the page's own width.
+LAYOUT_JS = """
+(phone) => {
+  const content = document.querySelector("article[role=main]") || document.body;
+  const vw = document.documentElement.clientWidth;
+  const column = content.getBoundingClientRect();
+  const right = phone ? vw : column.right;
+  const left = phone ? 0 : column.left;
+  const name = el => {
+    let s = el.tagName.toLowerCase();
+    if (el.id) s += "#" + el.id;
+    const cls = Array.from(el.classList).slice(0, 2);
+    if (cls.length) s += "." + cls.join(".");
+    const section = el.closest("section[id]");
+    return section ? s + " in #" + section.id : s;
+  };
+  const text = el => (el.innerText || el.textContent || "").trim().replace(/\\s+/g, " ");
+  const unseen = new Set();  // inside an element hidden by a clip rectangle
+  const boxed = new Map();  // element -> whether an ancestor in the content hides or scrolls
+  const inBox = el => {
+    const parent = el.parentElement;
+    if (!parent || el === content) return false;
+    if (boxed.has(parent)) return boxed.get(parent);
+    const ox = getComputedStyle(parent).overflowX;
+    const answer = ox !== "visible" || inBox(parent);
+    boxed.set(parent, answer);
+    return answer;
+  };
+  const out = [];
+  const reported = new Set();  // one report for an element and what it holds
+  if (document.documentElement.scrollWidth > vw + 1)
+    out.push({kind: "page", what: "the page", wide: document.documentElement.scrollWidth,
+              box: vw, text: ""});
+  for (const el of content.querySelectorAll("*")) {
+    const cs = getComputedStyle(el);
+    if (unseen.has(el.parentElement) || cs.clip !== "auto" || cs.clipPath !== "none") {
+      unseen.add(el);
+      continue;
+    }
+    if (cs.display === "none" || cs.visibility === "hidden") continue;
+    if (el.clientWidth > 1 && el.clientHeight > 1 && el.scrollWidth > el.clientWidth + 1) {
+      const ox = cs.overflowX;
+      const kind = ox === "hidden" || ox === "clip" ? "clipped"
+                 : ox === "auto" || ox === "scroll" ? "scrolls" : null;
+      if (kind) out.push({kind: kind, what: name(el), wide: el.scrollWidth,
+                          box: el.clientWidth, text: text(el).slice(0, 70)});
+    }
+    const inline = cs.display.startsWith("inline") || el.matches("img, svg, table");
+    if (reported.has(el.parentElement)) {
+      reported.add(el);
+    } else if ((phone || inline) && !inBox(el)) {
+      const r = el.getBoundingClientRect();
+      if (r.width > 0 && (r.right > right + 1 || r.left < left - 1) && reported.add(el))
+        out.push({kind: "edge", what: name(el), wide: Math.round(r.right - left),
+                  box: Math.round(right - left), text: text(el).slice(0, 70)});
+    }
+  }
+  return out;
+}
+"""
+
+# Entries that a table of contents in the page lists more than once, by their text.
+CONTENTS_JS = """
+() => Array.from(document.querySelectorAll("article .toctree-wrapper")).flatMap(toc => {
+  const seen = new Set();
+  const twice = new Set();
+  for (const a of toc.querySelectorAll("a")) {
+    const text = a.innerText.trim();
+    (seen.has(text) ? twice : seen).add(text);
+  }
+  return Array.from(twice);
+})
+"""
+
+# The page's icon, as the browser would ask for it.
+ICON_JS = """
+async () => {
+  const link = document.querySelector("link[rel~='icon']");
+  if (!link) return {href: null};
+  const response = await fetch(link.href);
+  return {href: link.href, status: response.status, type: response.headers.get("content-type")};
+}
+"""
+
+# Every image in the page's content: its file, srcset, natural (1x, density-corrected)
+# width and the width it is shown at, in CSS px.
+FIGURES_JS = """
+async () => Array.from(document.querySelectorAll("article[role=main] img")).map(img => ({
+  src: img.getAttribute("src"), url: img.src, srcset: img.getAttribute("srcset") || "",
+  natural: img.naturalWidth, shown: img.getBoundingClientRect().width,
+}))
+"""
+
+# Load one image by URL, as a srcset candidate would be, and give its pixel width.
+LOAD_JS = """
+async (url) => {
+  const img = new Image();
+  img.src = url;
+  try { await img.decode(); } catch (e) { return 0; }
+  return img.naturalWidth;
 }
 """
 
@@ -126,10 +280,13 @@ def serve(directory: Path) -> Iterator[str]:
 class Problems:
     def __init__(self) -> None:
         self.items: list[str] = []
+        self.pending: list[str] = []
         self.page = "(none)"
+        self.icon = re.compile(r"/_static/favicon\.\w+$")
 
     def add(self, what: str) -> None:
-        self.items.append(f"{self.page}: {what}")
+        pending = self.page.removesuffix(".html") in PENDING_PAGES
+        (self.pending if pending else self.items).append(f"{self.page}: {what}")
 
     def watch(self, page: Page, origin: str) -> None:
         def on_console(msg: ConsoleMessage) -> None:
@@ -141,6 +298,10 @@ class Problems:
                 self.add(f"HTTP {response.status} for {response.url}")
 
         def on_failed(request: Request) -> None:
+            # Chromium fetches a page's icon last and drops the request when the next
+            # page is opened; check_icon loads the icon itself.
+            if request.failure == "net::ERR_ABORTED" and self.icon.search(request.url):
+                return
             self.add(f"request failed: {request.url} ({request.failure})")
 
         def route(r: Route) -> None:
@@ -169,18 +330,87 @@ def pages(html: Path) -> list[str]:
 
 
 def screenshot_name(rel: str) -> str | None:
-    if rel == "index.html":
-        return "index.png"
-    if rel == "api.html":
-        return "api.png"
+    """The key pages: the index, the guide, the API, the seeds and every example."""
+    if rel in ("index.html", "api.html", "seeds.html") or rel.startswith("guide/"):
+        return rel.removesuffix(".html").replace("/", "-") + ".png"
     if rel.startswith("auto_examples/plot_"):
         return Path(rel).stem + ".png"
     return None
 
 
-def check_page(page: Page, problems: Problems, url: str) -> None:
+def load(page: Page, url: str) -> None:
     page.goto(url, wait_until="load")
     page.wait_for_load_state("networkidle")
+    page.evaluate(IMAGES_JS)  # every image decoded before anything is measured
+    page.evaluate(MATH_JS)  # and the math typeset
+
+
+def check_layout(page: Page, problems: Problems, width: int, *, scroll: bool) -> None:
+    """Nothing cut off; at the desktop width, nothing to scroll either (unless `scroll`)."""
+    where = "the window's edge" if width < DESKTOP["width"] else "the content column"
+    for box in page.evaluate(LAYOUT_JS, width < DESKTOP["width"]):
+        size = f"{box['wide']} px of content in {box['box']} px"
+        if box["kind"] == "clipped":
+            problems.add(f"cut off at {width} px: {box['what']} ({size}): {box['text']!r}")
+        elif box["kind"] == "scrolls" and width >= DESKTOP["width"] and not scroll:
+            problems.add(f"scrolls sideways at {width} px: {box['what']} ({size})")
+        elif box["kind"] == "page":
+            problems.add(f"the page is {box['wide']} px wide in a {width} px window")
+        elif box["kind"] == "edge":
+            problems.add(
+                f"past {where} at {width} px: {box['what']} "
+                f"({box['wide']} px wide from the left of a {box['box']} px one): "
+                f"{box['text']!r}"
+            )
+
+
+def srcset_candidates(srcset: str) -> dict[float, str]:
+    """``"a.png, b.png 2x"`` -> ``{1.0: "a.png", 2.0: "b.png"}``."""
+    found = {}
+    for item in srcset.split(","):
+        parts = item.split()
+        if not parts:
+            continue
+        density = parts[1] if len(parts) > 1 else "1x"
+        if density.endswith("x"):
+            found[float(density[:-1])] = parts[0]
+    return found
+
+
+def check_figures(page: Page, problems: Problems, text: dict[str, dict[str, float]]) -> int:
+    """Gallery figures: a 2x image that loads, and text at least 9 px as shown."""
+    checked = 0
+    for img in page.evaluate(FIGURES_JS):
+        name = Path(urlsplit(img["src"]).path).name
+        if not GALLERY_FIGURE.search(name) or not img["natural"]:
+            continue  # thumbnails and other images; an image that did not load is reported
+        checked += 1
+        hi = {d: url for d, url in srcset_candidates(img["srcset"]).items() if d >= 2}
+        if not hi:
+            problems.add(f"{name}: no 2x image in its srcset ({img['srcset']!r})")
+        for density, url in hi.items():
+            pixels = page.evaluate(LOAD_JS, urljoin(page.url, url))
+            if abs(pixels - density * img["natural"]) > density:
+                problems.add(
+                    f"{name}: its {density:g}x image {url} is {pixels} px wide, "
+                    f"not {density:g} x {img['natural']} px"
+                )
+        record = text.get(name)
+        if record is None:
+            problems.add(f"{name}: the build recorded no text size for it ({FIGURE_TEXT})")
+            continue
+        scale = img["shown"] / img["natural"]
+        shown = record["min_text_px"] * scale
+        if shown < MIN_TEXT_PX:
+            problems.add(
+                f"{name}: its smallest text ({record['text']!r}, {record['min_text_pt']:g} pt) "
+                f"is a {shown:.1f} px font as shown ({img['natural']} px wide image shown "
+                f"{img['shown']:.0f} px wide); at least {MIN_TEXT_PX:g} px is needed"
+            )
+    return checked
+
+
+def check_page(page: Page, problems: Problems, url: str) -> None:
     for src in page.evaluate(IMAGES_JS):
         problems.add(f"image not loaded: {src}")
     math = page.evaluate(MATH_JS)
@@ -191,6 +421,16 @@ def check_page(page: Page, problems: Problems, url: str) -> None:
             problems.add(f"MathJax typeset {math['typeset']} of {math['math']} math elements")
     for text in page.evaluate(RAW_TEX_JS):
         problems.add(f"raw TeX left in the text: {text!r}")
+    for text in page.evaluate(CONTENTS_JS):
+        problems.add(f"the table of contents lists {text!r} more than once")
+
+
+def check_icon(page: Page, problems: Problems) -> None:
+    icon = page.evaluate(ICON_JS)
+    if icon["href"] is None:
+        problems.add("no <link rel='icon'>: browsers ask for /favicon.ico, which is not there")
+    elif icon["status"] != 200 or not (icon["type"] or "").startswith("image/"):
+        problems.add(f"the icon {icon['href']} gives HTTP {icon['status']} ({icon['type']})")
 
 
 def check_search(page: Page, problems: Problems, base: str) -> None:
@@ -221,30 +461,49 @@ def main(argv: list[str]) -> int:
     if not Path(CHROMIUM).is_file():
         print(f"no Chromium at {CHROMIUM}: apt-get install chromium", file=sys.stderr)
         return 2
-    shots.mkdir(parents=True, exist_ok=True)
-    for old in shots.glob("*.png"):
-        old.unlink()
+    shutil.rmtree(shots, ignore_errors=True)
     problems = Problems()
     for item in external_resources(html):
         problems.items.append(f"resource outside the site: {item}")
+    record = html / FIGURE_TEXT
+    text = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+    if not text:
+        problems.items.append(f"no record of the figures' text sizes in {record}")
     todo = pages(html)
+    figures = 0
     with serve(html) as base, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        page = context.new_page()
-        problems.watch(page, base.rstrip("/"))
-        for rel in todo:
-            problems.page = rel
-            check_page(page, problems, base + rel)
-            name = screenshot_name(rel)
-            if name:
-                page.screenshot(path=str(shots / name), full_page=True)
-        problems.page = "search.html"
-        check_search(page, problems, base)
+        for viewport in (DESKTOP, PHONE):
+            width = viewport["width"]
+            (shots / str(width)).mkdir(parents=True, exist_ok=True)
+            context = browser.new_context(viewport=viewport)
+            page = context.new_page()
+            problems.watch(page, base.rstrip("/"))
+            for rel in todo:
+                problems.page = rel
+                load(page, base + rel)
+                check_layout(page, problems, width, scroll=rel.startswith(SOURCE_PAGES))
+                if viewport is DESKTOP:
+                    check_page(page, problems, base + rel)
+                    check_icon(page, problems)
+                    figures += check_figures(page, problems, text)
+                name = screenshot_name(rel)
+                if name:
+                    page.screenshot(path=str(shots / str(width) / name), full_page=True)
+            if viewport is DESKTOP:
+                problems.page = "search.html"
+                check_search(page, problems, base)
+            context.close()
         browser.close()
-    print(f"checked {len(todo)} pages and the search page; screenshots in {shots}")
+    print(
+        f"checked {len(todo)} pages at {DESKTOP['width']} and {PHONE['width']} px, "
+        f"{figures} gallery figures and the search page; screenshots in {shots}"
+    )
+    for item in problems.pending:
+        print("PENDING (not failing: the page is being rebuilt)", item, file=sys.stderr)
     for item in problems.items:
         print("FAIL", item, file=sys.stderr)
+    print(f"{len(problems.items)} problems", file=sys.stderr)
     return 1 if problems.items else 0
 
 

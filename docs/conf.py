@@ -10,6 +10,8 @@ same seeds, so its figures are the same bytes each time.
 from __future__ import annotations
 
 import doctest
+import re
+import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -59,8 +61,9 @@ autodoc_preserve_defaults = True
 autodoc_default_options = {"exclude-members": "extra_repr"}
 # Signatures name the alias, documented on the API page, rather than spell out the Literal.
 autodoc_type_aliases = {
-    "Layout": "posenc.sinusoid.Layout",
-    "GridConvention": "posenc.grid.GridConvention",
+    "Layout": "posenc.Layout",
+    "RotaryLayout": "posenc.RotaryLayout",
+    "GridConvention": "posenc.GridConvention",
 }
 napoleon_google_docstring = True
 napoleon_numpy_docstring = False
@@ -80,7 +83,7 @@ intersphinx_timeout = 5
 
 # -- Doctest -------------------------------------------------------------------
 # `sphinx-build -b doctest` checks the ``.. doctest::`` blocks of the narrative pages.
-# The docstrings' examples are run by pytest (``nox -s doctests``), with their module's
+# The docstrings' examples are run by pytest (``nox -s tests``), with their module's
 # globals, so plain ``>>>`` blocks (those that autodoc brings in) are not tested here.
 doctest_test_doctest_blocks = ""
 doctest_default_flags = (
@@ -112,14 +115,20 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "write_computation_times": False,
     "show_signature": False,
-    "image_srcset": [],
+    # Each figure also at twice the resolution, for high-density screens; and the
+    # size of each figure's smallest text recorded (gallery_hooks.figure_scraper).
+    "image_srcset": ["2x"],
+    "image_scrapers": ("gallery_hooks.figure_scraper",),
     "log_level": {"backreference_missing": "warning"},
 }
 
 # -- HTML ----------------------------------------------------------------------
 html_theme = "furo"
 html_title = f"posenc {release}"
-html_static_path: list[str] = []  # MathJax is copied into _static by copy_mathjax
+# The icon and the stylesheet (MathJax is copied into _static by copy_mathjax).
+html_static_path = ["_static"]
+html_favicon = "_static/favicon.svg"
+html_css_files = ["posenc.css"]
 html_last_updated_fmt = None
 html_show_sourcelink = False
 html_copy_source = False
@@ -167,8 +176,6 @@ def _mathjax_source() -> Path:
 def copy_mathjax(app, exception) -> None:  # type: ignore[no-untyped-def]
     if exception is not None or app.builder.format != "html":
         return
-    import shutil
-
     source = _mathjax_source()
     target = Path(app.outdir) / "_static" / "mathjax"
     shutil.rmtree(target, ignore_errors=True)
@@ -244,9 +251,104 @@ def check_gallery_figures(app, env) -> None:  # type: ignore[no-untyped-def]
             )
 
 
+def copy_figure_text(app, exception) -> None:  # type: ignore[no-untyped-def]
+    """Put the record of the figures' text sizes in the site, for the browser check."""
+    from gallery_hooks import FIGURE_TEXT
+
+    if exception is not None or app.builder.format != "html":
+        return
+    record = HERE / sphinx_gallery_conf["gallery_dirs"] / "images" / FIGURE_TEXT
+    if record.is_file():
+        target = Path(app.outdir) / "_static" / FIGURE_TEXT
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(record.read_bytes())
+
+
+# The widest code line a page may show: at 88 characters a code box fits the 742 px
+# content column at 1280 px, also inside a class's docstring. Every literal block and
+# doctest block is checked: the pages, the docstrings that autodoc brings in, and the
+# gallery's code and printed output.
+MAX_CODE_LINE = 88
+
+
+def check_code_lines(app, doctree) -> None:  # type: ignore[no-untyped-def]
+    """Fail the build (under -W) if a code line shown in the docs is over 88 characters."""
+    from docutils import nodes
+    from gallery_hooks import PENDING_PAGES
+    from sphinx.util import logging
+
+    log = logging.getLogger("posenc-docs")
+    report = log.info if app.env.docname in PENDING_PAGES else log.warning
+    code = (nodes.literal_block, nodes.doctest_block)
+    for node in doctree.findall(lambda n: isinstance(n, code)):
+        for line in node.astext().splitlines():
+            if len(line) > MAX_CODE_LINE:
+                report(
+                    "code line of %d characters (at most %d are shown without scrolling): %s",
+                    len(line), MAX_CODE_LINE, line, location=node,
+                )  # fmt: skip
+
+
+# A gallery figure in a page's HTML, by file name: sphx_glr_plot_01_waveforms_001.png.
+GALLERY_IMG = re.compile(
+    r"<img\b[^>]*?\bsrc=\"(?P<src>[^\"]*?(?P<name>sphx_glr_\w+_\d{3})\.png)\"[^>]*>"
+)
+
+
+def add_srcset(app, pagename, templatename, context, doctree) -> None:  # type: ignore[no-untyped-def]
+    """Give a gallery figure shown by a page's own ``.. figure::`` its 2x image too.
+
+    sphinx-gallery writes a ``srcset`` on the example pages only; a guide page that
+    shows the same figure gets the same 2x file, copied next to the 1x one.
+    """
+    body = context.get("body")
+    if not body or "sphx_glr_" not in body:
+        return
+    images = HERE / sphinx_gallery_conf["gallery_dirs"] / "images"
+
+    def with_srcset(match: re.Match[str]) -> str:
+        tag, src, name = match.group(0), match["src"], match["name"]
+        double = images / f"{name}_2_00x.png"
+        if "srcset=" in tag or not double.is_file():
+            return tag
+        target = Path(app.outdir) / app.builder.imagedir / double.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(double, target)
+        src2 = src[: -len(f"{name}.png")] + double.name
+        return tag.replace(f'src="{src}"', f'src="{src}" srcset="{src}, {src2} 2x"', 1)
+
+    context["body"] = GALLERY_IMG.sub(with_srcset, body)
+
+
+TABLE = re.compile(r"<table\b.*?</table>", re.DOTALL)
+CODE_TEXT = re.compile(r'(<span class="pre">)([^<]*)(</span>)')
+
+
+def break_table_code(app, pagename, templatename, context, doctree) -> None:  # type: ignore[no-untyped-def]
+    """Let inline code in a table cell wrap after ``/ _ . = ,`` rather than mid-name.
+
+    A path or an argument list is one long word; ``<wbr>`` marks where a line may
+    break inside it, and the stylesheet breaks elsewhere only if a piece is still
+    wider than its cell.
+    """
+    body = context.get("body")
+    if not body or "<table" not in body:
+        return
+
+    def breakable(code: re.Match[str]) -> str:
+        text = re.sub(r"([/_.=,])(?=.)", r"\1<wbr>", code[2])
+        return f"{code[1]}{text}{code[3]}"
+
+    context["body"] = TABLE.sub(lambda table: CODE_TEXT.sub(breakable, table[0]), body)
+
+
 def setup(app) -> None:  # type: ignore[no-untyped-def]
     _mathjax_source()  # fail early, before the examples run, if MathJax is missing
     app.connect("build-finished", copy_mathjax)
+    app.connect("build-finished", copy_figure_text)
+    app.connect("doctree-read", check_code_lines)
+    app.connect("html-page-context", add_srcset)
+    app.connect("html-page-context", break_table_code)
     app.connect("missing-reference", resolve_reexported)
     app.connect("autodoc-process-docstring", add_minigallery, priority=600)
     app.connect("env-check-consistency", check_public_api)

@@ -34,7 +34,7 @@ for dim in (4, 5, 6, 7):
 # Solid lines are sines, dashed lines cosines; the same colour family shares a
 # frequency.
 colors = {4: "tab:blue", 5: "tab:cyan", 6: "tab:red", 7: "tab:orange"}
-fig, ax = plt.subplots(figsize=(9, 4), facecolor="white", layout="constrained")
+fig, ax = plt.subplots(figsize=(7.4, 4.2), facecolor="white", layout="constrained")
 for dim, color in colors.items():
     kind = "sin" if dim % 2 == 0 else "cos"
     ax.plot(
@@ -47,5 +47,5 @@ ax.set_xlabel("position")
 ax.set_ylabel("encoding value")
 ax.set_title("Dimensions 4–7 of a d_model = 20 positional encoding")
 ax.set_xlim(0, 99)
-ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+fig.legend(loc="outside lower center", ncols=2, fontsize="small")
 plt.show()

@@ -31,13 +31,21 @@ print(f"cos of the last pair at position 99: {cos_cols[99, -1].item():.6f}")
 # %%
 # Both panels share one colour scale, from -1 (blue) to +1 (red).
 fig, axes = plt.subplots(
-    1, 2, figsize=(10, 4), sharey=True, facecolor="white", layout="constrained"
+    1, 2, figsize=(7.4, 3.8), sharey=True, facecolor="white", layout="constrained"
 )
 for ax, cols, name in zip(
-    axes, (sin_cols, cos_cols), ("sin: even columns 2k", "cos: odd columns 2k+1"), strict=True
+    axes,
+    (sin_cols, cos_cols),
+    ("sin: even columns 2k", "cos: odd columns 2k+1"),
+    strict=True,
 ):
     image = ax.imshow(
-        cols.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
+        cols.numpy(),
+        aspect="auto",
+        cmap="RdBu_r",
+        vmin=-1,
+        vmax=1,
+        interpolation="nearest",
     )
     ax.set_title(name)
     ax.set_xlabel("pair index k")

@@ -52,15 +52,26 @@ print(f"with encoding:  distance {(z[0, 0] - z[0, 1]).norm():.2f}")
 # embedding entries are of the same size, and the position would weigh as much
 # as the token; scaled, they spread over about :math:`\pm 60` and the position
 # is a small offset on top.
-fig, axes = plt.subplots(1, 2, figsize=(9, 4), facecolor="white", layout="constrained")
-panels = ((raw, "before scaling: lut(ids)", 4), (e.detach(), "after × √512: Embeddings", 100))
+fig, axes = plt.subplots(
+    1, 2, figsize=(7.4, 3.8), facecolor="white", layout="constrained"
+)
+panels = (
+    (raw, "before scaling: lut(ids)", 4),
+    (e.detach(), "after × √512: Embeddings", 100),
+)
 for ax, (values, title, limit) in zip(axes, panels, strict=True):
-    ax.hist(values.flatten(), bins=40, range=(-limit, limit), color="tab:blue", label="entries")
+    ax.hist(
+        values.flatten(),
+        bins=40,
+        range=(-limit, limit),
+        color="tab:blue",
+        label="entries",
+    )
     ax.axvspan(-1, 1, color="tab:orange", alpha=0.3, zorder=0, label="PE range [-1, 1]")
     for edge in (-1, 1):
         ax.axvline(edge, color="tab:orange", linewidth=1.5)
-    ax.set_title(f"{title}, std {values.std():.2f}")
+    ax.set_title(f"{title}, std {values.std():.2f}", fontsize="medium")
     ax.set_xlabel("entry value")
 axes[0].set_ylabel("count (3 tokens × 512 entries)")
-axes[1].legend(loc="upper right", fontsize="small")
+axes[1].legend(loc="upper left", fontsize="small")
 plt.show()

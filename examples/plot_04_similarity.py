@@ -3,8 +3,15 @@ Dot products between positions
 ==============================
 
 How alike are the encodings of two positions? Each column pair contributes
-:math:`\sin(p\omega_k)\sin(q\omega_k) + \cos(p\omega_k)\cos(q\omega_k) =
-\cos((p - q)\omega_k)`, so the dot product
+
+.. math::
+
+    \begin{aligned}
+    &\sin(p\omega_k)\sin(q\omega_k) + \cos(p\omega_k)\cos(q\omega_k) \\
+    &\qquad = \cos\big((p - q)\,\omega_k\big),
+    \end{aligned}
+
+so the dot product
 
 .. math::
 
@@ -35,7 +42,9 @@ print(
 # Along each diagonal :math:`q = p + k` the value must be constant. The largest
 # deviation from the diagonal's first entry, over all offsets, is at rounding
 # level; the matrix is also symmetric.
-deviation = max((sim.diagonal(k) - sim.diagonal(k)[0]).abs().max().item() for k in range(n))
+deviation = max(
+    (sim.diagonal(k) - sim.diagonal(k)[0]).abs().max().item() for k in range(n)
+)
 print(f"max deviation along diagonals: {deviation:.1e}")
 print("symmetric:", torch.allclose(sim, sim.T, rtol=0, atol=1e-12))
 
@@ -43,19 +52,22 @@ print("symmetric:", torch.allclose(sim, sim.T, rtol=0, atol=1e-12))
 # Left, the matrix; right, every pair :math:`(p, q)` against its offset, all
 # falling on the curve of the formula, which peaks at 0 and decays with distance.
 p, q = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
-fig, (ax0, ax1) = plt.subplots(1, 2, figsize=(10, 4), facecolor="white")
+fig, (ax0, ax1) = plt.subplots(
+    1, 2, figsize=(7.4, 3.6), facecolor="white", layout="constrained"
+)
 image = ax0.imshow(sim.numpy(), cmap="viridis", origin="lower")
 ax0.set_xlabel("position q")
 ax0.set_ylabel("position p")
-ax0.set_title(f"PE(p)·PE(q), d_model = {d_model}")
+ax0.set_title(f"PE(p)·PE(q), d_model = {d_model}", fontsize="medium")
 fig.colorbar(image, ax=ax0, label="dot product")
-ax1.scatter((p - q).flatten(), sim.flatten(), s=2, color="tab:blue", label="all pairs (p, q)")
+ax1.scatter(
+    (p - q).flatten(), sim.flatten(), s=2, color="tab:blue", label="all pairs (p, q)"
+)
 offsets = torch.arange(-n + 1, n, dtype=torch.float64)
 formula = torch.cos(offsets[:, None] * posenc.inverse_frequencies(d_model)).sum(dim=1)
 ax1.plot(offsets, formula, color="tab:red", linewidth=1, label="Σ cos((p − q) ω_k)")
 ax1.set_xlabel("offset p − q")
 ax1.set_ylabel("dot product")
-ax1.set_title("The dot product depends on p − q only")
-ax1.legend(loc="upper right", fontsize="small")
-fig.tight_layout()
+ax1.set_title("A function of p − q only", fontsize="medium")
+ax1.legend(loc="lower center", fontsize="small")
 plt.show()

@@ -34,17 +34,24 @@ print(f"ratio between pairs: {ratio.mean().item():.6f} == {1e4 ** (2 / d_model):
 # %%
 # The last pair stops one step short of :math:`2\pi \cdot 10000` (dashed).
 k = range(omega.numel())
-fig, ax = plt.subplots(figsize=(8, 4), facecolor="white")
+fig, ax = plt.subplots(figsize=(7.4, 3.8), facecolor="white", layout="constrained")
 ax.semilogy(k, wavelength, color="tab:blue", label="λ_k = 2π / ω_k")
 ax.axhline(2 * math.pi * 1e4, color="gray", linestyle="--", label="2π · 10000")
-ends = ((0, "2π ≈ 6.28", (20, 15)), (len(k) - 1, f"{wavelength[-1].item():,.0f}", (-120, -10)))
+ends = (
+    (0, "2π ≈ 6.28", (12, -16)),
+    (len(k) - 1, f"{wavelength[-1].item():,.0f}", (-120, -10)),
+)
 for i, text, offset in ends:
     ax.plot(i, wavelength[i], "o", color="tab:red")
-    ax.annotate(f"k = {i}: {text}", (i, wavelength[i]), xytext=offset, textcoords="offset points")
+    ax.annotate(
+        f"k = {i}: {text}",
+        (i, wavelength[i]),
+        xytext=offset,
+        textcoords="offset points",
+    )
 ax.set_xlabel("pair index k (columns 2k, 2k + 1)")
 ax.set_ylabel("wavelength (positions)")
 ax.set_title(f"Wavelength per column pair, d_model = {d_model}")
-ax.set_ylim(3, 3e5)
+ax.set_ylim(1, 3e5)
 ax.legend(loc="lower right")
-fig.tight_layout()
 plt.show()

@@ -36,7 +36,9 @@ pe = posenc.PositionalEncoding(16)
 y, y_p = pe(x), pe(x[perm])
 out_pe, w_pe = posenc.attention(y, y, y)
 out_pe_p, w_pe_p = posenc.attention(y_p, y_p, y_p)
-print(f"with PE: max |out_perm - out[perm]| = {(out_pe_p - out_pe[perm]).abs().max():.2f}")
+print(
+    f"with PE: max |out_perm - out[perm]| = {(out_pe_p - out_pe[perm]).abs().max():.2f}"
+)
 
 # %%
 # The attention weights of the shuffled run, put back in the original token
@@ -47,7 +49,9 @@ rows = (
     ("with PE", w_pe, w_pe_p[inverse][:, inverse]),
 )
 labels = [f"t{i}" for i in range(6)]
-fig, axes = plt.subplots(2, 3, figsize=(11, 7), facecolor="white", layout="constrained")
+fig, axes = plt.subplots(
+    2, 3, figsize=(7.4, 6.2), facecolor="white", layout="constrained"
+)
 for (name, original, restored), row in zip(rows, axes, strict=True):
     difference = (original - restored).abs()
     panels = (
@@ -57,11 +61,15 @@ for (name, original, restored), row in zip(rows, axes, strict=True):
     )
     for ax, (values, title, cmap, vmax) in zip(row, panels, strict=True):
         ax.imshow(values.numpy(), cmap=cmap, vmin=0, vmax=vmax)
-        ax.set_title(f"{name}: {title}", fontsize="medium")
+        ax.set_title(title, fontsize="medium")
         ax.set_xticks(range(6), labels)
         ax.set_yticks(range(6), labels)
         ax.set_xlabel("key token")
-    row[0].set_ylabel("query token")
-fig.colorbar(axes[0, 0].images[0], ax=axes[:, :2], label="attention weight", shrink=0.8)
-fig.colorbar(axes[0, 2].images[0], ax=axes[:, 2], label="|difference|", shrink=0.8)
+    row[0].set_ylabel(f"{name}\nquery token", fontweight="bold")
+weights, differences = axes[0, 0].images[0], axes[0, 2].images[0]
+fig.colorbar(
+    weights, ax=axes[:, :2], location="bottom", label="attention weight", shrink=0.7
+)
+fig.colorbar(differences, ax=axes[:, 2], location="bottom", label="|difference|")
+fig.suptitle("Attention weights without (top) and with (bottom) the encoding")
 plt.show()

@@ -25,7 +25,9 @@ d_model = 512
 
 def float32_formula(positions):
     pos = positions.to(torch.float32).unsqueeze(1)
-    freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float32) * -math.log(1e4) / d_model)
+    freq = torch.exp(
+        torch.arange(0, d_model, 2, dtype=torch.float32) * -math.log(1e4) / d_model
+    )
     table = torch.zeros(len(positions), d_model)
     table[:, 0::2] = torch.sin(pos * freq)
     table[:, 1::2] = torch.cos(pos * freq)
@@ -46,7 +48,8 @@ def max_errors(positions):
 # About 200 positions spread evenly on a log scale, from 1 to :math:`2^{20}`.
 positions = torch.logspace(0, 20, 240, base=2).round().long().unique()
 err_formula, err_ours = max_errors(positions)
-print(f"{len(positions)} positions, posenc below 3e-8 at all: {bool((err_ours < 3e-8).all())}")
+below = bool((err_ours < 3e-8).all())
+print(f"{len(positions)} positions, posenc below 3e-8 at all: {below}")
 
 # %%
 # At a single position the error depends on how the angle happens to round, so
@@ -65,16 +68,22 @@ for name, pos in ranges.items():
 # %%
 # The float32 formula's error grows in proportion to the position; posenc's
 # stays at the rounding of the result.
-fig, ax = plt.subplots(figsize=(8, 4.5), facecolor="white")
+fig, ax = plt.subplots(figsize=(7.4, 4.2), facecolor="white", layout="constrained")
 ax.loglog(positions, err_formula, color="tab:red", label="float32 formula")
-ax.loglog(positions, err_ours, color="tab:blue", linewidth=3, label="posenc, float32 table")
-ax.axhline(2**-25, color="black", linestyle=":", label=r"half an fp32 ulp in [0.5, 1), $2^{-25}$")
+ax.loglog(
+    positions, err_ours, color="tab:blue", linewidth=3, label="posenc, float32 table"
+)
+ax.axhline(
+    2**-25,
+    color="black",
+    linestyle=":",
+    label=r"fp32 rounding bound for values in [0.5, 1], $2^{-25}$",
+)
 ax.axvline(5_000, color="gray", linestyle="--", linewidth=1, label="position 5,000")
 ax.set_xlabel("position")
 ax.set_ylabel("max |error| over the 512 columns")
-ax.set_title(f"Error of float32 tables against float64, d_model = {d_model}")
+ax.set_title(f"float32 tables against float64, d_model = {d_model}")
 ax.legend(loc="upper left", fontsize="small")
 ax.set_ylim(1e-8, 1)
 ax.grid(True, which="major", alpha=0.3)
-fig.tight_layout()
 plt.show()

@@ -28,7 +28,12 @@ print("same columns in the same order:", torch.equal(inter, concat))
 # interleaved table gives the concatenated table, bit for bit; the inverse
 # permutation goes back.
 order = torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
-print("first columns of the permutation:", order[:4].tolist(), "...", order[32:36].tolist())
+print(
+    "first columns of the permutation:",
+    order[:4].tolist(),
+    "...",
+    order[32:36].tolist(),
+)
 print("interleaved[:, order] == concatenated:", torch.equal(inter[:, order], concat))
 print(
     "concatenated[:, order.argsort()] == interleaved:",
@@ -41,22 +46,27 @@ print(
 # stripes appear twice, once in the left half (sines) and once in the right
 # half (cosines).
 fig, axes = plt.subplots(
-    1, 2, figsize=(10, 4.5), sharey=True, facecolor="white", layout="constrained"
+    1, 2, figsize=(7.4, 4.2), sharey=True, facecolor="white", layout="constrained"
 )
 panels = (
-    (inter, 'layout="interleaved"  (sin, cos, sin, cos, ...)'),
-    (concat, 'layout="concatenated"  (all sin, then all cos)'),
+    (inter, 'layout="interleaved"\nsin, cos, sin, cos, ...'),
+    (concat, 'layout="concatenated"\nall sin, then all cos'),
 )
 for ax, (table, title) in zip(axes, panels, strict=True):
     image = ax.imshow(
-        table.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest"
+        table.numpy(),
+        aspect="auto",
+        cmap="RdBu_r",
+        vmin=-1,
+        vmax=1,
+        interpolation="nearest",
     )
     ax.set_title(title, fontsize="medium")
     ax.set_xlabel("column j")
 axes[1].axvline(d_model / 2 - 0.5, color="black", linewidth=1, linestyle="--")
 axes[0].set_ylabel("position")
 fig.colorbar(image, ax=axes, label="encoding value", shrink=0.9)
-fig.suptitle(f"The same table in two column orders, d_model = {d_model}, positions 0–{n - 1}")
+fig.suptitle(f"One table, two column orders: d_model = {d_model}, positions 0–{n - 1}")
 plt.show()
 
 # %%
@@ -67,18 +77,24 @@ plt.show()
 # at exactly :math:`1/base`. No permutation turns one table into the other.
 paper = posenc.inverse_frequencies(d_model)
 stretched = posenc.inverse_frequencies(d_model, endpoint=True)
-print(f"slowest frequency: paper {paper[-1].item():.3e}, endpoint {stretched[-1].item():.3e}")
+print(f"slowest frequency: paper {paper[-1].item():.3e},", end=" ")
+print(f"endpoint {stretched[-1].item():.3e}")
 other = posenc.sinusoidal_table(n, d_model, endpoint=True)
 same_values = torch.equal(inter.flatten().sort().values, other.flatten().sort().values)
-print("endpoint=True table has the same sorted values (any permutation would):", same_values)
+print(
+    "endpoint=True table has the same sorted values (any permutation would):",
+    same_values,
+)
 
 # %%
 # Both ladders start at :math:`\omega_0 = 1` and fall geometrically, a straight
 # line on a log scale; the endpoint ladder falls slightly faster and ends on
 # :math:`10^{-4}`.
 k = torch.arange(paper.numel())
-fig, ax = plt.subplots(figsize=(8, 4), facecolor="white", layout="constrained")
-ax.semilogy(k.numpy(), paper.numpy(), "o-", markersize=3, label="endpoint=False (paper)")
+fig, ax = plt.subplots(figsize=(7.4, 4), facecolor="white", layout="constrained")
+ax.semilogy(
+    k.numpy(), paper.numpy(), "o-", markersize=3, label="endpoint=False (paper)"
+)
 ax.semilogy(k.numpy(), stretched.numpy(), "s-", markersize=3, label="endpoint=True")
 ax.axhline(1e-4, color="gray", linestyle="--", linewidth=1, label="1 / base = 1e-4")
 ax.set_xlabel("pair index k (interleaved columns 2k, 2k + 1)")

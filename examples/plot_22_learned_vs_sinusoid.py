@@ -50,7 +50,9 @@ for ax, title in zip(axes, ("sinusoid: computed", "learned: a table"), strict=Tr
     ax.set_title(title, fontsize=10)
     ax.tick_params(labelsize=9)
 axes[0].set_ylabel("value", fontsize=10)
-axes[0].legend(loc="upper left", fontsize=9, ncols=3, handlelength=1.2, columnspacing=0.8)
+axes[0].legend(
+    loc="upper left", fontsize=9, ncols=3, handlelength=1.2, columnspacing=0.8
+)
 fig.suptitle(f"Past max_len = {max_len}", fontsize=11)
 plt.show()
 

@@ -8,6 +8,10 @@
   -(log(10000) / d))``, sines into the even columns, cosines into the odd ones).
 * :func:`round_once`: float64 values rounded to float16 or bfloat16 directly (PyTorch's
   ``.to()`` goes through float32 and rounds some values twice).
+* :func:`roformer_frequencies` and :func:`rotary_reference`: RoPE in float64
+  NumPy, from Su et al. (2021, RoFormer, eq. 34): pair ``k`` of the token at
+  position ``m`` turns by ``m * base ** (-2k / d)``; the pair is ``(k, k + h)``
+  in the "half" layout and ``(2k, 2k + 1)`` in the "interleaved" one.
 * :class:`LegacyEmbeddings` and :class:`LegacyPositionalEncoding`: stand-ins
   with the Annotated Transformer's attribute names (``lut``; a persistent buffer
   ``pe`` of shape ``(1, max_len, d_model)``), for producing legacy state dicts.
@@ -27,6 +31,8 @@ __all__ = [
     "annotated_table",
     "concatenated_reference",
     "legacy_model",
+    "roformer_frequencies",
+    "rotary_reference",
     "round_once",
     "sinusoid_reference",
     "ulp",
@@ -140,3 +146,36 @@ def ulp(values: np.ndarray, dtype: torch.dtype) -> np.ndarray:
     info = torch.finfo(dtype)
     mag = np.maximum(np.abs(values), info.tiny)
     return info.eps * np.exp2(np.floor(np.log2(mag)))
+
+
+def roformer_frequencies(dim: int, base: float = 10_000.0) -> np.ndarray:
+    """RoFormer's theta_i = base ** (-2 (i - 1) / d), i = 1 .. d/2, in float64."""
+    i = np.arange(1, dim // 2 + 1, dtype=np.float64)
+    return np.asarray(base, dtype=np.float64) ** (-2.0 * (i - 1) / dim)
+
+
+def rotary_reference(
+    x: Tensor | np.ndarray,
+    positions: Tensor | np.ndarray,
+    freqs: np.ndarray,
+    layout: str = "half",
+    factor: float = 1.0,
+) -> np.ndarray:
+    """``x`` (..., L, D) rotated in float64, pair by pair, written out with a loop.
+
+    ``positions`` broadcasts against ``x[..., 0]`` (shape (..., L)); ``freqs`` has one
+    entry per rotated pair; features past ``2 * len(freqs)`` pass unchanged; cos and
+    sin are multiplied by ``factor``.
+    """
+    xs = x.detach().double().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x, np.float64)
+    pos = positions.cpu().numpy() if isinstance(positions, Tensor) else np.asarray(positions)
+    pos = np.broadcast_to(pos.astype(np.float64), xs.shape[:-1])
+    out = xs.copy()
+    h = len(freqs)
+    for k in range(h):
+        a, b = (k, k + h) if layout == "half" else (2 * k, 2 * k + 1)
+        angle = pos * freqs[k]
+        c, s = factor * np.cos(angle), factor * np.sin(angle)
+        out[..., a] = xs[..., a] * c - xs[..., b] * s
+        out[..., b] = xs[..., b] * c + xs[..., a] * s
+    return out

@@ -2,7 +2,22 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
+
+# Where the figures are shown: furo's content column is 742 CSS px wide in a 1280 px
+# window, and a figure wider than that is scaled down to it.
+COLUMN_PX = 742
+# The smallest text a reader should have to read, in CSS px as displayed.
+MIN_TEXT_PX = 9.0
+# The record of every figure's smallest text, read by docs/browser_check.py, which
+# measures how wide each figure is shown and so checks the text as displayed.
+FIGURE_TEXT = "figure_text.json"
+# Pages being rebuilt on their own schedule: the checks of code lines, figure text and
+# layout report what they find there without failing the build. Empty it once they
+# are rebuilt.
+PENDING_PAGES = ("guide/performance", "auto_examples/plot_10_benchmark")
 
 
 def reset_state(gallery_conf: dict[str, Any], fname: str) -> None:
@@ -20,3 +35,87 @@ def reset_state(gallery_conf: dict[str, Any], fname: str) -> None:
     torch.set_printoptions(profile="default")
     np.random.seed(0)  # noqa: NPY002 (the legacy global state is what np.random.* uses)
     matplotlib.rcParams["svg.hashsalt"] = "posenc"
+
+
+def _smallest_text(fig: Any) -> tuple[float, str]:
+    """The font size, in points, of the smallest visible text in a figure, and the text.
+
+    Every text artist that is drawn counts: titles, axis labels, tick labels, legend
+    entries, colour-bar labels, annotations. Text that is hidden, empty, or lies
+    outside the figure (tick labels beyond the axis limits are laid out but not
+    drawn) does not.
+    """
+    from matplotlib.text import Text
+
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()  # lays out the figure as savefig will
+    frame = fig.bbox
+    smallest, sample = float("inf"), ""
+    for text in fig.findobj(Text):
+        if not text.get_text().strip() or not _drawn(text):
+            continue
+        box = text.get_window_extent(renderer)
+        if box.width == 0 or not box.overlaps(frame):
+            continue
+        if text.get_fontsize() < smallest:
+            smallest, sample = float(text.get_fontsize()), text.get_text().strip()
+    return smallest, sample
+
+
+def _drawn(artist: Any) -> bool:
+    while artist is not None:
+        if not artist.get_visible():
+            return False
+        artist = getattr(artist, "axes", None) if artist is not artist.axes else None
+    return True
+
+
+def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[str, Any]) -> str:
+    """sphinx-gallery's matplotlib scraper, recording each figure's smallest text first.
+
+    For every figure an example draws, the record (``figure_text.json`` beside the
+    gallery's images) holds its width in pixels and the size in pixels of its
+    smallest text, both at the 1x resolution. A figure whose smallest text would be
+    under 9 px when shown ``COLUMN_PX`` wide is reported here, at build time; the
+    browser check then measures the width each figure is really shown at.
+    """
+    import matplotlib
+    import matplotlib.pyplot as plt
+    from sphinx.util import logging
+    from sphinx_gallery.scrapers import matplotlib_scraper
+
+    paths = block_vars["image_path_iterator"]
+    done = len(paths)
+    measured = []
+    for num in plt.get_fignums():
+        fig = plt.figure(num)
+        points, sample = _smallest_text(fig)
+        dpi = matplotlib.rcParams["savefig.dpi"]  # the resolution of the 1x image
+        dpi = fig.dpi if dpi == "figure" else dpi
+        width = round(fig.get_figwidth() * dpi)
+        measured.append((width, points, points * dpi / 72, sample))
+    rst = matplotlib_scraper(block, block_vars, gallery_conf)
+    record_path = Path(paths.image_path).parent / FIGURE_TEXT
+    record = json.loads(record_path.read_text()) if record_path.is_file() else {}
+    for path, (width, points, pixels, sample) in zip(paths.paths[done:], measured, strict=True):
+        name = Path(path).name
+        record[name] = {
+            "width_px": width,
+            "min_text_pt": round(points, 3),
+            "min_text_px": round(pixels, 3),
+            "text": sample[:60],
+        }
+        shown = pixels * min(1.0, COLUMN_PX / width)
+        # the example's page, e.g. "auto_examples/plot_01_waveforms"
+        page = Path(block_vars["target_file"]).relative_to(gallery_conf["src_dir"])
+        example = page.with_suffix("").as_posix()
+        log = logging.getLogger("posenc-docs")
+        report = log.info if example in PENDING_PAGES else log.warning
+        if shown < MIN_TEXT_PX:
+            report(
+                "%s: its smallest text (%r, %.1f pt) is a %.1f px font when the %d px figure "
+                "is shown %d px wide; at least %.0f px is needed",
+                name, sample[:40], points, shown, width, min(width, COLUMN_PX), MIN_TEXT_PX,
+            )  # fmt: skip
+    record_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    return rst

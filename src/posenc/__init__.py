@@ -9,32 +9,54 @@ from .attention import (
 )
 from .bias import ALiBi, RelativePositionBias, alibi_slopes, relative_position_bucket
 from .embedding import Embeddings, TokenAndPositionEmbedding
-from .grid import GRID_CONVENTIONS, sincos_2d
+from .grid import GRID_CONVENTIONS, GridConvention, sincos_2d
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
 from .positions import positions_from_lengths, positions_from_mask
-from .sinusoid import LAYOUTS, inverse_frequencies, sinusoidal_table, timestep_embedding
+from .rotary import (
+    ROPE_TYPES,
+    ROTARY_LAYOUTS,
+    RotaryEmbedding,
+    RotaryLayout,
+    apply_rotary,
+    rope_frequencies,
+)
+from .sinusoid import (
+    LAYOUTS,
+    Layout,
+    inverse_frequencies,
+    sinusoidal_table,
+    timestep_embedding,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "GRID_CONVENTIONS",
     "LAYOUTS",
+    "ROPE_TYPES",
+    "ROTARY_LAYOUTS",
     "ALiBi",
     "Embeddings",
+    "GridConvention",
+    "Layout",
     "LearnedPositionalEmbedding",
     "MultiHeadedAttention",
     "PositionalEncoding",
     "PositionwiseFeedForward",
     "RelativePositionBias",
+    "RotaryEmbedding",
+    "RotaryLayout",
     "TokenAndPositionEmbedding",
     "__version__",
     "alibi_slopes",
+    "apply_rotary",
     "attention",
     "clones",
     "inverse_frequencies",
     "positions_from_lengths",
     "positions_from_mask",
     "relative_position_bucket",
+    "rope_frequencies",
     "sincos_2d",
     "sinusoidal_table",
     "subsequent_mask",

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple, TypeVar
 
 import torch
 from torch import Tensor
@@ -340,6 +340,292 @@ def broadcasts_to(name: str, t: object, shape: tuple[int, ...], legend: str) -> 
             f"shape {shape} {legend}"
         )
     return t
+
+
+# -- Rotary embeddings -------------------------------------------------------------------
+
+#: Every ``rope_type`` that :func:`rope_scaling` accepts, in the order the docs list them.
+ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope", "proportional")
+
+
+class RopeScaling(NamedTuple):
+    """A ``rope_parameters`` dict, checked and completed with its defaults.
+
+    ``rotary_dim`` is the number of features rotated: ``head_dim``, or
+    ``int(head_dim * partial_rotary_factor)`` for every type but "proportional"
+    (which rotates the whole head and gives the pairs past its share frequency 0).
+    """
+
+    rope_type: str
+    head_dim: int
+    rotary_dim: int
+    base: float
+    factor: float = 1.0
+    original_max_position_embeddings: int = 0  # yarn, llama3, longrope
+    max_position_embeddings: int = 0  # dynamic
+    attention_factor: float | None = None  # yarn, longrope: given in the dict
+    beta_fast: float = 32.0
+    beta_slow: float = 1.0
+    mscale: float | None = None
+    mscale_all_dim: float | None = None
+    truncate: bool = True
+    low_freq_factor: float = 0.0
+    high_freq_factor: float = 0.0
+    short_factor: tuple[float, ...] = ()
+    long_factor: tuple[float, ...] = ()
+    partial_rotary_factor: float = 1.0
+
+
+def _number(name: str, value: object, rope_type: str, *, positive: bool = True) -> float:
+    where = f"scaling[{name!r}] (rope_type={rope_type!r})"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{where} must be a number, got {_show(value)}")
+    if not math.isfinite(value) or (positive and not value > 0):
+        raise ValueError(f"{where} must be a finite number > 0, got {value}")
+    return float(value)
+
+
+def _length(name: str, value: object, rope_type: str) -> int:
+    where = f"scaling[{name!r}] (rope_type={rope_type!r})"
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{where} must be an int (a number of positions), got {_show(value)}")
+    if value <= 0:
+        raise ValueError(f"{where} must be a positive int, got {value}")
+    return value
+
+
+def _factors(name: str, value: object, rope_type: str, pairs: int) -> tuple[float, ...]:
+    where = f"scaling[{name!r}] (rope_type={rope_type!r})"
+    if isinstance(value, Tensor):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"{where} must be a list of numbers, got {_show(value)}")
+    if len(value) != pairs:
+        raise ValueError(
+            f"{where} must hold one number per rotated pair, {pairs} (rotary dimension "
+            f"{2 * pairs} / 2), got {len(value)}"
+        )
+    return tuple(_number(f"{name}[{i}]", v, rope_type) for i, v in enumerate(value))
+
+
+# The keys each rope_type reads (besides rope_type, rope_theta, partial_rotary_factor);
+# keys it does not read are accepted and ignored, as they are in model configs.
+_REQUIRED = {
+    "default": (),
+    "linear": ("factor",),
+    "dynamic": ("factor", "max_position_embeddings"),
+    "yarn": ("original_max_position_embeddings",),
+    "llama3": (
+        "factor",
+        "original_max_position_embeddings",
+        "low_freq_factor",
+        "high_freq_factor",
+    ),
+    "longrope": ("original_max_position_embeddings", "short_factor", "long_factor"),
+    "proportional": (),
+}
+
+
+def rope_scaling(scaling: object, head_dim: int, base: float) -> RopeScaling:
+    """Check a ``rope_parameters`` dict (or None) and return it with its defaults filled in.
+
+    Values that are None count as missing, as in Hugging Face's configs.
+    """
+    if scaling is None:
+        return RopeScaling("default", head_dim, _rotary_dim(head_dim, head_dim, "default"), base)
+    if not isinstance(scaling, Mapping):
+        raise TypeError(
+            "scaling must be None or a dict in Hugging Face's rope_parameters format "
+            f"(e.g. {{'rope_type': 'linear', 'factor': 2.0}}), got {_show(scaling)}"
+        )
+    given = {k: v for k, v in scaling.items() if v is not None}
+    rope_type = given.get("rope_type", given.get("type"))
+    if "rope_type" in given and "type" in given and given["type"] != given["rope_type"]:
+        raise ValueError(
+            f"scaling gives rope_type={given['rope_type']!r} and type={given['type']!r}; "
+            "give one ('type' is the older name of 'rope_type')"
+        )
+    if rope_type is None:
+        raise ValueError(
+            f"scaling needs a 'rope_type', one of {ROPE_TYPES}, got the keys {sorted(scaling)}"
+        )
+    rope_type = choice("scaling['rope_type']", rope_type, ROPE_TYPES)
+    if "rope_theta" in given:
+        theta = given["rope_theta"]
+        if isinstance(theta, bool) or not isinstance(theta, (int, float)) or theta != base:
+            raise ValueError(
+                f"scaling['rope_theta']={theta!r} differs from base={base:g}: pass "
+                f"base=scaling['rope_theta'] (the model's rope_theta) to use it"
+            )
+    for key in _REQUIRED[rope_type]:
+        if key not in given:
+            raise ValueError(
+                f"scaling with rope_type={rope_type!r} needs the key {key!r}"
+                + _WHERE_FROM.get(key, "")
+                + f"; got the keys {sorted(scaling)}"
+            )
+
+    def num(key: str, default: float) -> float:
+        return _number(key, given[key], rope_type) if key in given else default
+
+    fraction = num("partial_rotary_factor", 1.0)
+    if fraction > 1.0:
+        raise ValueError(
+            f"scaling['partial_rotary_factor'] (rope_type={rope_type!r}) must be in (0, 1], "
+            f"got {fraction}"
+        )
+    rotary = head_dim if rope_type == "proportional" else int(head_dim * fraction)
+    rotary_dim = _rotary_dim(rotary, head_dim, rope_type, fraction)
+    spec = RopeScaling(rope_type, head_dim, rotary_dim, base, partial_rotary_factor=fraction)
+    if rope_type in ("default",):
+        return spec
+    if rope_type in ("linear", "proportional"):
+        return spec._replace(factor=num("factor", 1.0))
+    if rope_type == "dynamic":
+        if rotary_dim < 4:
+            raise ValueError(
+                f"rope_type='dynamic' needs a rotary dimension of at least 4 (its exponent "
+                f"is d / (d - 2)), got {rotary_dim}"
+            )
+        return spec._replace(
+            factor=num("factor", 1.0),
+            max_position_embeddings=_length(
+                "max_position_embeddings", given["max_position_embeddings"], rope_type
+            ),
+        )
+    original = _length(
+        "original_max_position_embeddings", given["original_max_position_embeddings"], rope_type
+    )
+    spec = spec._replace(original_max_position_embeddings=original)
+    if rope_type == "llama3":
+        low, high = num("low_freq_factor", 0.0), num("high_freq_factor", 0.0)
+        if not high > low:
+            raise ValueError(
+                "scaling['high_freq_factor'] must be greater than scaling['low_freq_factor'] "
+                f"(rope_type='llama3'), got high_freq_factor={high} and low_freq_factor={low}"
+            )
+        return spec._replace(factor=num("factor", 1.0), low_freq_factor=low, high_freq_factor=high)
+    # yarn and longrope: factor defaults to max_position_embeddings / original, as in
+    # Hugging Face (DeepSeek-V3 and Phi-3 configs leave it out).
+    attention = num("attention_factor", 0.0) if "attention_factor" in given else None
+    if "factor" in given:
+        factor = num("factor", 1.0)
+    elif "max_position_embeddings" in given:
+        longest = _length("max_position_embeddings", given["max_position_embeddings"], rope_type)
+        factor = longest / original
+    elif rope_type == "longrope" and attention is not None:
+        factor = 1.0  # unused: the attention factor is given and the frequencies need none
+    else:
+        raise ValueError(
+            f"scaling with rope_type={rope_type!r} needs the key 'factor', or "
+            "'max_position_embeddings' to derive it as max_position_embeddings / "
+            f"original_max_position_embeddings; got the keys {sorted(scaling)}"
+        )
+    spec = spec._replace(factor=factor, attention_factor=attention)
+    if rope_type == "longrope":
+        pairs = rotary_dim // 2
+        return spec._replace(
+            short_factor=_factors("short_factor", given["short_factor"], rope_type, pairs),
+            long_factor=_factors("long_factor", given["long_factor"], rope_type, pairs),
+        )
+    # yarn
+    truncate = given.get("truncate", True)
+    if not isinstance(truncate, bool):
+        raise TypeError(
+            f"scaling['truncate'] (rope_type='yarn') must be a bool, got {_show(truncate)}"
+        )
+    mscale = (
+        _number("mscale", given["mscale"], rope_type, positive=False)
+        if "mscale" in given
+        else None
+    )
+    all_dim = (
+        _number("mscale_all_dim", given["mscale_all_dim"], rope_type, positive=False)
+        if "mscale_all_dim" in given
+        else None
+    )
+    return spec._replace(
+        beta_fast=num("beta_fast", 32.0),
+        beta_slow=num("beta_slow", 1.0),
+        mscale=mscale,
+        mscale_all_dim=all_dim,
+        truncate=truncate,
+    )
+
+
+_WHERE_FROM = {
+    "max_position_embeddings": (
+        " (the model config's max_position_embeddings, the length it was trained with: "
+        "Hugging Face reads it from the config, outside rope_parameters)"
+    ),
+    "original_max_position_embeddings": " (the length the model was pretrained with)",
+}
+
+
+def _rotary_dim(rotary: int, head_dim: int, rope_type: str, fraction: float = 1.0) -> int:
+    if rotary < 2 or rotary % 2:
+        share = "" if fraction == 1.0 else f" = int(head_dim={head_dim} × {fraction})"
+        raise ValueError(
+            f"the rotated dimension must be even and at least 2 (rope_type={rope_type!r}): "
+            f"got {rotary}{share}"
+        )
+    return rotary
+
+
+def seq_len(value: object) -> int | None:
+    if value is None:
+        return None
+    return positive_int("seq_len", value)
+
+
+def rotary_input(x: object, head_dim: int) -> Tensor:
+    """``x`` is a floating ``(..., L, head_dim)`` tensor."""
+    x = floating_tensor("input", x)
+    if x.dim() < 2:
+        raise ValueError(
+            f"input must have shape (..., L, head_dim), with the sequence on dim -2, got "
+            f"{x.dim()}-D shape {tuple(x.shape)}"
+        )
+    last_dim(x, head_dim, "input", "head_dim")
+    return x
+
+
+def rotary_tables(x: object, cos: object, sin: object) -> tuple[Tensor, Tensor, Tensor]:
+    """``apply_rotary``'s arguments: one cos and sin per rotated pair, broadcasting to ``x``."""
+    x = floating_tensor("x", x)
+    c, s = floating_tensor("cos", cos), floating_tensor("sin", sin)
+    if x.dim() < 2:
+        raise ValueError(f"x must have shape (..., L, D), got shape {_shape(x)}")
+    if c.shape != s.shape or c.dtype != s.dtype or c.device != s.device:
+        raise ValueError(
+            f"cos and sin must have one shape, dtype and device, got {_shape(c)} {c.dtype} "
+            f"{c.device} and {_shape(s)} {s.dtype} {s.device}"
+        )
+    if c.device != x.device:
+        raise ValueError(f"cos and sin must be on x's device {x.device}, got {c.device}")
+    if c.dim() < 1 or c.shape[-1] < 1 or 2 * c.shape[-1] > x.shape[-1]:
+        raise ValueError(
+            f"cos and sin hold one value per rotated pair: their last dimension must be "
+            f"between 1 and D/2 = {x.shape[-1] // 2} for x of shape {_shape(x)}, got "
+            f"{_shape(c)}"
+        )
+    target = (*x.shape[:-1], c.shape[-1])
+    dims = list(c.shape)
+    while len(dims) > len(target) and dims[0] == 1:
+        dims.pop(0)
+    try:
+        fits = torch.broadcast_shapes(tuple(dims), target) == target  # type: ignore[no-untyped-call]
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"cos and sin of shape {_shape(c)} do not broadcast to x's shape {_shape(x)} "
+            f"(its dimensions but the last, aligned from the right, then the pairs): for x "
+            f"of shape (B, H, L, D) give (L, D/2) or (B, 1, L, D/2)"
+        )
+    while c.dim() > x.dim():  # leading 1s beyond x's dimensions
+        c, s = c[0], s[0]
+    return x, c, s
 
 
 # -- The position family ------------------------------------------------------------------

@@ -181,9 +181,9 @@ class MultiHeadedAttention(nn.Module):
         self.d_model: int = _checks.positive_int("d_model", d_model)
         if d_model % h:
             raise ValueError(f"h={h} must divide d_model={d_model}")
-        self.d_k = d_model // h
-        self.linears = clones(nn.Linear(d_model, d_model), 4)
-        self.dropout = nn.Dropout(p=_checks.dropout(dropout))
+        self.d_k: int = d_model // h
+        self.linears: nn.ModuleList = clones(nn.Linear(d_model, d_model), 4)
+        self.dropout: nn.Dropout = nn.Dropout(p=_checks.dropout(dropout))
         self.attn = None
 
     def extra_repr(self) -> str:
@@ -259,9 +259,9 @@ class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1) -> None:
         super().__init__()
         self.d_model: int = _checks.positive_int("d_model", d_model)
-        self.w_1 = nn.Linear(self.d_model, _checks.positive_int("d_ff", d_ff))
-        self.w_2 = nn.Linear(d_ff, d_model)
-        self.dropout = nn.Dropout(_checks.dropout(dropout))
+        self.w_1: nn.Linear = nn.Linear(self.d_model, _checks.positive_int("d_ff", d_ff))
+        self.w_2: nn.Linear = nn.Linear(d_ff, d_model)
+        self.dropout: nn.Dropout = nn.Dropout(_checks.dropout(dropout))
 
     def forward(self, x: Tensor) -> Tensor:
         """Return ``w_2(dropout(relu(w_1(x))))``.

@@ -533,7 +533,7 @@ class RelativePositionBias(nn.Module):
         buckets, distance = _checks.bucket_config(bidirectional, num_buckets, max_distance)
         self.num_buckets: int = buckets
         self.max_distance: int = distance
-        self.relative_attention_bias = nn.Embedding(self.num_buckets, self.n_heads)
+        self.relative_attention_bias: nn.Embedding = nn.Embedding(self.num_buckets, self.n_heads)
         self._per_direction: int = buckets // 2 if self.bidirectional else buckets
         self._starts: tuple[int, ...] = _bucket_starts(self._per_direction, distance)
 

@@ -92,7 +92,7 @@ class Embeddings(nn.Module):
         self.d_model: int = _checks.positive_int("d_model", d_model)
         self.vocab: int = _checks.positive_int("vocab", vocab)
         self.scale: float = math.sqrt(self.d_model)
-        self.lut = nn.Embedding(
+        self.lut: nn.Embedding = nn.Embedding(
             self.vocab, self.d_model, padding_idx=_checks.padding_idx(padding_idx, self.vocab)
         )
 
@@ -185,8 +185,8 @@ class TokenAndPositionEmbedding(nn.Module):
         endpoint: bool = False,
     ) -> None:
         super().__init__()
-        self.embeddings = Embeddings(d_model, vocab, padding_idx=padding_idx)
-        self.positional = PositionalEncoding(
+        self.embeddings: Embeddings = Embeddings(d_model, vocab, padding_idx=padding_idx)
+        self.positional: PositionalEncoding = PositionalEncoding(
             d_model, dropout, max_len, base=base, layout=layout, endpoint=endpoint
         )
 

@@ -101,7 +101,8 @@ class PositionalEncoding(nn.Module):
         >>> short = PositionalEncoding(8, max_len=4)
         >>> short(torch.zeros(2, 6, 8, dtype=torch.bfloat16)).dtype
         torch.bfloat16
-        >>> torch.equal(short(torch.zeros(6, 8))[4:], PositionalEncoding(8)(torch.zeros(6, 8))[4:])
+        >>> x = torch.zeros(6, 8)
+        >>> torch.equal(short(x)[4:], PositionalEncoding(8)(x)[4:])
         True
 
         Decoding one token at a time gives the rows of the whole sequence:
@@ -130,7 +131,7 @@ class PositionalEncoding(nn.Module):
         self.base: float = _checks.base(base)
         self.layout: Layout = _checks.choice("layout", layout, LAYOUTS)
         self.endpoint: bool = _checks.flag("endpoint", endpoint)
-        self.dropout = nn.Dropout(p=_checks.dropout(dropout))
+        self.dropout: nn.Dropout = nn.Dropout(p=_checks.dropout(dropout))
         device = torch.empty(0).device  # the default device: "meta" under torch.device("meta")
         _checks.allocation(
             (1, max_len, d_model),
@@ -413,8 +414,8 @@ class LearnedPositionalEmbedding(nn.Module):
             torch.empty(0).device,  # the default device
             lambda: f"LearnedPositionalEmbedding(max_len={max_len}, d_model={d_model})'s table",
         )
-        self.weight = nn.Parameter(torch.empty(self.max_len, self.d_model))
-        self.dropout = nn.Dropout(p=_checks.dropout(dropout))
+        self.weight: nn.Parameter = nn.Parameter(torch.empty(self.max_len, self.d_model))
+        self.dropout: nn.Dropout = nn.Dropout(p=_checks.dropout(dropout))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

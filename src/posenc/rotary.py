@@ -1,0 +1,729 @@
+r"""Rotary position embeddings (RoPE): position as a rotation of query and key vectors.
+
+Su et al. (2021, *RoFormer*) split each query and key vector into pairs of
+features and turn pair ``k`` of the token at position ``m`` by the angle
+:math:`m\,\omega_k`, with :math:`\omega_k = base^{-2k/d}`. A rotation keeps
+lengths, and the dot product of two rotated vectors depends on the positions
+only through their difference, so attention sees relative positions:
+
+.. math::
+
+    \langle R(m)\,q,\ R(n)\,k \rangle = \langle q,\ R(n - m)\,k \rangle .
+
+>>> import torch
+>>> from posenc import RotaryEmbedding
+>>> rope = RotaryEmbedding(8)
+>>> q, k = torch.randn(8), torch.randn(8)
+>>> def score(m, n):
+...     rq = rope(q.expand(1, 8), offset=m)
+...     rk = rope(k.expand(1, 8), offset=n)
+...     return f"{(rq * rk).sum():.4f}"
+>>> score(3, 1), score(1_002, 1_000), score(70_002, 70_000)
+('-2.2786', '-2.2786', '-2.2786')
+
+Everything about the angles is computed as :mod:`posenc.sinusoid` computes its
+table: positions stay ``int64``, frequencies, angles, sines and cosines are
+float64, and the tables are rounded once. :func:`rope_frequencies` holds every
+frequency formula, for the scalings of Hugging Face's ``rope_parameters`` too;
+:class:`RotaryEmbedding` and :func:`apply_rotary` hold the rotation.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+import torch
+from torch import Tensor, nn
+
+from . import _checks
+from ._checks import ROPE_TYPES, RopeScaling
+from .positions import Positions, resolve
+
+__all__ = [
+    "ROPE_TYPES",
+    "ROTARY_LAYOUTS",
+    "RotaryEmbedding",
+    "RotaryLayout",
+    "apply_rotary",
+    "rope_frequencies",
+]
+
+RotaryLayout = Literal["half", "interleaved"]
+#: The two ways of pairing the features of a head: ``("half", "interleaved")``.
+ROTARY_LAYOUTS: tuple[RotaryLayout, ...] = ("half", "interleaved")
+
+_F64 = torch.float64
+_CPU = torch.device("cpu")
+
+
+# -- Frequencies: every formula, once ----------------------------------------------------
+
+
+def rope_frequencies(
+    head_dim: int,
+    *,
+    base: float = 10_000.0,
+    scaling: dict[str, Any] | None = None,
+    seq_len: int | None = None,
+) -> tuple[Tensor, float]:
+    r"""The angular frequency of each rotated pair, and the attention factor.
+
+    Without ``scaling``, pair ``k`` turns by :math:`\omega_k = base^{-2k/d}`
+    radians per position (Su et al., 2021), ``d = head_dim``. ``scaling`` is a
+    ``rope_parameters`` dict as found in a Hugging Face model config, with a
+    ``rope_type`` and the keys that type reads; other keys are ignored, and a
+    ``rope_theta`` key must equal ``base``. With :math:`s` = ``factor`` and
+    :math:`L_0` the length the model was trained with:
+
+    - ``"default"``: :math:`\omega_k` as above.
+    - ``"linear"`` (position interpolation, Chen et al., 2023): :math:`\omega_k / s`.
+    - ``"dynamic"`` (NTK-aware, bloc97 and emozilla, 2023): a larger base,
+      :math:`base \cdot (s\,n/L_0 - (s - 1))^{d/(d-2)}`, where
+      :math:`n = \max(` ``seq_len``, :math:`L_0)` and :math:`L_0` is the key
+      ``max_position_embeddings``; without ``seq_len``, :math:`n = L_0`.
+    - ``"yarn"`` (Peng et al., 2023): the pairs that turn more than
+      ``beta_fast`` (32) times over :math:`L_0` keep :math:`\omega_k`, those that
+      turn less than ``beta_slow`` (1) times get :math:`\omega_k / s`, and a ramp
+      linear in ``k`` blends the two between them. The attention factor is
+      ``attention_factor``, or :math:`0.1 \ln s + 1`, or with ``mscale`` and
+      ``mscale_all_dim`` the ratio :math:`(0.1\,m \ln s + 1) / (0.1\,m_{all} \ln s + 1)`.
+    - ``"llama3"`` (Meta, Llama 3.1): wavelengths shorter than
+      :math:`L_0` / ``high_freq_factor`` keep :math:`\omega_k`, those longer than
+      :math:`L_0` / ``low_freq_factor`` get :math:`\omega_k / s`, and the band
+      between is blended by :math:`\gamma = (L_0/\lambda_k - low)/(high - low)`.
+    - ``"longrope"`` (Ding et al., 2024): :math:`\omega_k / f_k`, with
+      :math:`f` = ``long_factor`` when ``seq_len`` exceeds :math:`L_0`, else
+      ``short_factor``. The attention factor is ``attention_factor``, or
+      :math:`\sqrt{1 + \ln s / \ln L_0}`.
+    - ``"proportional"`` (Gemma 4): the first ``partial_rotary_factor`` share of
+      the ``d/2`` pairs turn at :math:`base^{-2k/d} / s`, the other pairs not at
+      all (frequency 0).
+
+    :math:`L_0` is the key ``original_max_position_embeddings`` for yarn, llama3
+    and longrope. ``partial_rotary_factor`` (every type but proportional)
+    rotates only the first ``int(head_dim * partial_rotary_factor)`` features,
+    and the formulas use that number as ``d``.
+
+    Args:
+        head_dim: Features per head, d.
+        base: Base of the wavelengths, the model's ``rope_theta``.
+        scaling: None, or a ``rope_parameters`` dict (see above).
+        seq_len: Length of the sequence, for the types whose frequencies
+            depend on it (dynamic, longrope); ignored by the others.
+
+    Returns:
+        A float64 tensor ``(rotary_dim // 2,)`` on the CPU, one frequency per
+        rotated pair (``rotary_dim = head_dim`` unless ``partial_rotary_factor``
+        says otherwise), and the attention factor, which multiplies cos and sin.
+
+    Raises:
+        TypeError: ``head_dim`` or ``seq_len`` is not an int, ``scaling`` is not a
+            dict, or one of its values has the wrong type.
+        ValueError: ``base <= 1``; ``scaling`` lacks a key its type needs, names
+            an unknown ``rope_type``, has a ``rope_theta`` other than ``base``, or
+            a value out of range; the rotated dimension is odd.
+
+    Shapes:
+        - output: ``(rotary_dim // 2,)``, float64, with ``rotary_dim`` =
+          ``int(head_dim * partial_rotary_factor)`` (``head_dim`` by default)
+
+    Example:
+        >>> w, factor = rope_frequencies(8)
+        >>> w, factor
+        (tensor([1.0000, 0.1000, 0.0100, 0.0010], dtype=torch.float64), 1.0)
+        >>> rope_frequencies(8, scaling={"rope_type": "linear", "factor": 4.0})[0] * 4
+        tensor([1.0000, 0.1000, 0.0100, 0.0010], dtype=torch.float64)
+
+        A Llama 3.1 config's ``rope_parameters``, as printed by ``transformers``:
+
+        >>> llama31 = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+        ...            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        ...            "original_max_position_embeddings": 8192}
+        >>> w, factor = rope_frequencies(128, base=500_000.0, scaling=llama31)
+        >>> plain, _ = rope_frequencies(128, base=500_000.0)
+        >>> (w / plain)[::8]  # fast pairs kept, slow ones / 8, a band between
+        tensor([1.0000, 1.0000, 1.0000, 1.0000, 0.3711, 0.1250, 0.1250, 0.1250],
+               dtype=torch.float64)
+
+        YaRN scales the attention too:
+
+        >>> yarn = {"rope_type": "yarn", "factor": 4.0,
+        ...         "original_max_position_embeddings": 4096}
+        >>> round(rope_frequencies(64, scaling=yarn)[1], 4)
+        1.1386
+    """
+    head_dim = _checks.positive_int("head_dim", head_dim)
+    base = _checks.base(base)
+    spec = _checks.rope_scaling(scaling, head_dim, base)
+    length = _checks.seq_len(seq_len)
+    return _inverse_frequencies(spec, length, _CPU), _attention_factor(spec)
+
+
+def _geometric(base: float | Tensor, dim: int, count: int, device: torch.device) -> Tensor:
+    """``base ** (-2k / dim)`` for ``k < count``: the frequencies of RoFormer."""
+    exponents = torch.arange(0, 2 * count, 2, dtype=_F64, device=device) / dim
+    return torch.pow(base, -exponents)
+
+
+def _ntk_base(spec: RopeScaling, seq_len: int | Tensor | None) -> float | Tensor:
+    """Dynamic NTK: the base grows with the length past ``max_position_embeddings``."""
+    trained, s, d = spec.max_position_embeddings, spec.factor, spec.rotary_dim
+    if seq_len is None:
+        length: float | Tensor = float(trained)
+    elif isinstance(seq_len, Tensor):
+        length = seq_len.to(_F64).clamp(min=trained)
+    else:
+        length = float(max(seq_len, trained))
+    return spec.base * (s * length / trained - (s - 1)) ** (d / (d - 2))
+
+
+def _yarn_ramp(spec: RopeScaling, device: torch.device) -> Tensor:
+    """YaRN's share of interpolation per pair: 0 for fast pairs, 1 for slow ones."""
+    d, trained = spec.rotary_dim, spec.original_max_position_embeddings
+
+    def pair_index(rotations: float) -> float:
+        # The (fractional) pair whose wavelength fits `rotations` times into the trained length.
+        return d * math.log(trained / (rotations * 2 * math.pi)) / (2 * math.log(spec.base))
+
+    low, high = pair_index(spec.beta_fast), pair_index(spec.beta_slow)
+    if spec.truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, d - 1)
+    if low == high:
+        high += 0.001  # as in the reference code: no division by zero
+    k = torch.arange(d // 2, dtype=_F64, device=device)
+    return ((k - low) / (high - low)).clamp(0.0, 1.0)
+
+
+def _inverse_frequencies(
+    spec: RopeScaling, seq_len: int | Tensor | None, device: torch.device
+) -> Tensor:
+    """The float64 frequencies of ``spec`` for a sequence of ``seq_len`` positions."""
+    kind, d = spec.rope_type, spec.rotary_dim
+    if kind == "proportional":
+        turning = int(spec.partial_rotary_factor * spec.head_dim // 2)
+        zeros = torch.zeros(spec.head_dim // 2 - turning, dtype=_F64, device=device)
+        return torch.cat((_geometric(spec.base, d, turning, device) / spec.factor, zeros))
+    if kind == "dynamic":
+        return _geometric(_ntk_base(spec, seq_len), d, d // 2, device)
+    theta = _geometric(spec.base, d, d // 2, device)
+    if kind == "default":
+        return theta
+    if kind == "linear":
+        return theta / spec.factor
+    if kind == "yarn":
+        interpolated = _yarn_ramp(spec, device)
+        return theta / spec.factor * interpolated + theta * (1 - interpolated)
+    if kind == "llama3":
+        trained, s = spec.original_max_position_embeddings, spec.factor
+        low, high = spec.low_freq_factor, spec.high_freq_factor
+        wavelength = 2 * math.pi / theta
+        kept = torch.where(wavelength > trained / low, theta / s, theta)
+        blend = (trained / wavelength - low) / (high - low)
+        between = (wavelength >= trained / high) & (wavelength <= trained / low)
+        return torch.where(between, (1 - blend) * kept / s + blend * kept, kept)
+    # longrope
+    short = torch.tensor(spec.short_factor, dtype=_F64, device=device)
+    long = torch.tensor(spec.long_factor, dtype=_F64, device=device)
+    trained = spec.original_max_position_embeddings
+    if isinstance(seq_len, Tensor):
+        factors = torch.where(seq_len.to(device) > trained, long, short)
+    else:
+        factors = long if seq_len is not None and seq_len > trained else short
+    return theta / factors
+
+
+def _attention_factor(spec: RopeScaling) -> float:
+    """The factor on cos and sin: YaRN's and LongRoPE's; 1 for the other types."""
+    if spec.rope_type not in ("yarn", "longrope"):
+        return 1.0
+    if spec.attention_factor is not None:
+        return spec.attention_factor
+    s = spec.factor
+    if spec.rope_type == "longrope":
+        trained = spec.original_max_position_embeddings
+        return 1.0 if s <= 1 else math.sqrt(1 + math.log(s) / math.log(trained))
+
+    def mscale(m: float) -> float:
+        return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
+
+    if spec.mscale and spec.mscale_all_dim:
+        return mscale(spec.mscale) / mscale(spec.mscale_all_dim)
+    return mscale(1.0)
+
+
+# -- Tables: cos and sin of position × frequency -----------------------------------------
+
+# Angles per float64 slice of a large table: 32 MB of temporaries per array.
+_CHUNK = 1 << 22
+
+
+def _cos_sin(
+    positions: Tensor, freqs: Tensor, factor: float, dtype: torch.dtype
+) -> tuple[Tensor, Tensor]:
+    """``factor · cos`` and ``factor · sin`` of ``positions × freqs``, from float64, rounded once.
+
+    ``positions`` is int64 of any shape; the result has one more dimension, the pairs.
+    """
+
+    def tables(pos: Tensor) -> tuple[Tensor, Tensor]:
+        angles = pos.to(_F64).unsqueeze(-1) * freqs
+        cos, sin = torch.cos(angles), torch.sin(angles)
+        if factor != 1.0:
+            cos, sin = cos * factor, sin * factor
+        return cos.to(dtype), sin.to(dtype)
+
+    pairs = freqs.shape[-1]
+    if positions.numel() * pairs <= _CHUNK:
+        return tables(positions)
+    flat = positions.reshape(-1)
+    shape = (flat.numel(), pairs)
+    what = lambda: f"rotary tables of {flat.numel()} positions × {pairs} pairs"  # noqa: E731
+    cos = _checks.empty(shape, dtype, positions.device, what)
+    sin = _checks.empty(shape, dtype, positions.device, what)
+    step = max(1, _CHUNK // pairs)
+    for start in range(0, flat.numel(), step):
+        cos[start : start + step], sin[start : start + step] = tables(flat[start : start + step])
+    return cos.view(*positions.shape, pairs), sin.view(*positions.shape, pairs)
+
+
+# -- The rotation ------------------------------------------------------------------------
+
+# Elements of x per slice on the CPU: the slice and its float32 copy stay in cache
+# between the three passes over it.
+_SLICE = 1 << 18
+
+
+def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = "half") -> Tensor:
+    r"""Rotate each pair of features of ``x`` by the angle whose cos and sin are given.
+
+    With ``h = cos.shape[-1]`` pairs, the pair :math:`(x_1, x_2)` becomes
+    :math:`(x_1 \cos - x_2 \sin,\ x_2 \cos + x_1 \sin)`. ``layout`` says which
+    features pair up: ``"half"`` pairs feature ``k`` with ``k + h``
+    (rotate-half: GPT-NeoX, LLaMA, Hugging Face), ``"interleaved"`` pairs
+    ``2k`` with ``2k + 1`` (GPT-J, Meta's complex-number code). When ``2h`` is
+    less than ``x``'s last dimension, only the first ``2h`` features are
+    rotated and the others pass unchanged (partial rotary, as in GPT-NeoX).
+
+    The arithmetic runs in the promoted dtype of ``x`` and ``cos`` and is
+    rounded once to ``x``'s dtype: bfloat16 ``x`` with float32 tables is
+    rotated in float32. This is what :class:`RotaryEmbedding` calls.
+
+    Args:
+        x: Tensor ``(..., L, D)``, the sequence on dim -2.
+        cos: One cosine per pair, ``(..., L, h)`` with ``h <= D / 2``, that
+            broadcasts against ``x`` (aligned from the right, as in PyTorch:
+            ``(L, h)``, or ``(B, 1, L, h)`` for x ``(B, H, L, D)``).
+        sin: The sines, of the shape, dtype and device of ``cos``.
+        layout: ``"half"`` or ``"interleaved"``.
+
+    Returns:
+        Tensor of the shape and dtype of ``x``.
+
+    Raises:
+        TypeError: a tensor is not floating.
+        ValueError: the shapes do not fit, ``cos`` and ``sin`` differ in shape,
+            dtype or device, or ``layout`` is unknown.
+
+    Shapes:
+        - x: ``(..., L, D)``
+        - cos, sin: ``(..., L, h)``, ``h <= D/2``, broadcasting to ``x``
+        - output: the shape of ``x``
+
+    Example:
+        A quarter turn of the first pair, nothing for the second:
+
+        >>> x = torch.tensor([[1.0, 2.0, 0.0, 0.0]])   # pairs (x0, x2), (x1, x3)
+        >>> apply_rotary(x, torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 0.0]]))
+        tensor([[0., 2., 1., 0.]])
+        >>> x = torch.tensor([[1.0, 0.0, 2.0, 0.0]])   # pairs (x0, x1), (x2, x3)
+        >>> apply_rotary(x, torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 0.0]]),
+        ...              layout="interleaved")
+        tensor([[0., 1., 2., 0.]])
+
+        Hugging Face's tables repeat each value for the two features of a pair;
+        one copy is the table ``apply_rotary`` takes: ``cos[..., :h]`` for the
+        half layout, ``cos[..., ::2]`` for the interleaved one.
+    """
+    layout = _checks.choice("layout", layout, ROTARY_LAYOUTS)
+    x, cos, sin = _checks.rotary_tables(x, cos, sin)
+    return _rotate(x, cos, sin, layout)
+
+
+def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tensor:
+    """The rotation, on checked arguments."""
+    work = torch.promote_types(x.dtype, cos.dtype)
+    cos, sin = cos.to(work), sin.to(work)
+    if torch.compiler.is_compiling() or (
+        torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
+    ):
+        return _rotated(x, cos, sin, layout, work)
+    # Eager, no autograd: into one output, a slice of positions at a time on the CPU. Each
+    # slice is multiplied by the widened cos table into the output, then the sin products
+    # are added to each half in place: three passes over data in cache, one rounding.
+    rotated, length = 2 * cos.shape[-1], x.shape[-2]
+    out = torch.empty_like(x)
+    if rotated < x.shape[-1]:
+        out[..., rotated:] = x[..., rotated:]
+    per_position = math.prod(x.shape[:-2]) * x.shape[-1]
+    step = max(1, _SLICE // max(per_position, 1)) if x.device.type == "cpu" else max(length, 1)
+    for start in range(0, length, step):
+        rows = slice(start, start + step)
+        _rotate_into(
+            out[..., rows, :rotated],
+            x[..., rows, :rotated],
+            _along(cos, rows, length),
+            _along(sin, rows, length),
+            layout,
+        )
+    return out
+
+
+def _along(table: Tensor, rows: slice, length: int) -> Tensor:
+    """The rows of a table for a slice of the positions (a table of one row serves all)."""
+    return table[..., rows, :] if table.dim() > 1 and table.shape[-2] == length else table
+
+
+def _pairs(t: Tensor, layout: RotaryLayout) -> tuple[Tensor, Tensor]:
+    """The first and second features of every pair, as views."""
+    if layout == "half":
+        h = t.shape[-1] // 2
+        return t[..., :h], t[..., h:]
+    return t[..., 0::2], t[..., 1::2]
+
+
+def _widen(table: Tensor, layout: RotaryLayout) -> Tensor:
+    """One value per feature: each pair's value at both of its features."""
+    if layout == "half":
+        return torch.cat((table, table), dim=-1)
+    return table.repeat_interleave(2, dim=-1)
+
+
+def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> None:
+    work = cos.dtype
+    xw = x if x.dtype == work else x.to(work)
+    acc = (
+        torch.mul(xw, _widen(cos, layout), out=out)
+        if out.dtype == work
+        else xw * _widen(cos, layout)
+    )
+    first, second = _pairs(xw, layout)
+    acc_first, acc_second = _pairs(acc, layout)
+    acc_first.addcmul_(second, sin, value=-1)
+    acc_second.addcmul_(first, sin)
+    if acc is not out:
+        out.copy_(acc)  # the one rounding to x's dtype
+
+
+def _rotated(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, work: torch.dtype
+) -> Tensor:
+    """The same products, without writing into views: for autograd and compilers."""
+    rotated = 2 * cos.shape[-1]
+    first, second = _pairs(x[..., :rotated].to(work), layout)
+    # Each half rounded to x's dtype before they are joined: a compiler then writes the
+    # output in one pass, instead of a float32 copy and a conversion.
+    new_first = torch.addcmul(first * cos, second, sin, value=-1).to(x.dtype)
+    new_second = torch.addcmul(second * cos, first, sin).to(x.dtype)
+    if layout == "half":
+        y = torch.cat((new_first, new_second), dim=-1)
+    else:
+        y = torch.stack((new_first, new_second), dim=-1).flatten(-2)
+    return torch.cat((y, x[..., rotated:]), dim=-1) if rotated < x.shape[-1] else y
+
+
+# -- The module --------------------------------------------------------------------------
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotates queries or keys by their positions (RoPE), exactly in every dtype.
+
+    Call it on the queries and on the keys of an attention layer, before their
+    dot product: ``q = rope(q)``, ``k = rope(k)``. Token ``t`` sits at position
+    ``t``, or ``offset + t`` (decoding with a cache), or wherever ``positions``
+    puts it (padding, packed sequences), exactly as in
+    :class:`~posenc.PositionalEncoding`.
+
+    The cos and sin of the first ``max_len`` positions are computed once, in
+    float64, rounded to float32 and kept in non-persistent buffers; later
+    positions are computed on the fly with the same values. bfloat16 and
+    float16 inputs are rotated in float32 and rounded once, so the output is
+    within one unit in the last place of the exact rotation at any position
+    (where the two products of a pair nearly cancel, within float32's error of
+    a few 2**-24 of the pair's length; the user guide gives the bounds).
+    Casting the module (``.to(torch.bfloat16)``, ``.half()``) changes nothing:
+    there is no frequency buffer to round, and the tables are derived again,
+    in float32 (float64 after ``.double()``).
+
+    ``scaling`` takes a model config's ``rope_parameters``; see
+    :func:`rope_frequencies`. For "dynamic" and "longrope", whose frequencies
+    depend on the length, each call uses ``seq_len`` = its largest position
+    + 1 (over the batch), as Hugging Face does when a sequence grows; nothing is
+    remembered between calls.
+
+    Args:
+        head_dim: Features per head, D; even, unless ``partial_rotary_factor``
+            rotates an even part of it.
+        base: Base of the wavelengths, the model's ``rope_theta``.
+        layout: Which features pair up: ``"half"`` (``k`` with ``k + D/2``:
+            GPT-NeoX, LLaMA, Hugging Face) or ``"interleaved"`` (``2k`` with
+            ``2k + 1``: GPT-J, Meta's LLaMA code). The user guide shows the
+            permutation that moves a checkpoint from one to the other.
+        scaling: None, or a ``rope_parameters`` dict (see :func:`rope_frequencies`).
+        max_len: Number of positions whose cos and sin are precomputed.
+
+    Attributes:
+        rotary_dim: Number of features rotated (the first ones); the others
+            pass unchanged.
+        attention_factor: The factor on cos and sin (YaRN, LongRoPE; else 1).
+
+    Shapes:
+        - x: ``(..., L, D)``, the sequence on dim -2: ``(B, H, L, D)`` as in
+          Hugging Face, ``(B, L, D)`` or ``(L, D)``; any floating dtype
+        - offset: int, or ``(B,)`` integer tensor, B = ``x.shape[0]``
+        - positions: ``(L,)`` or ``(B, L)`` integer tensor; per-sequence rows
+          broadcast over the dimensions between B and L (the heads)
+        - output: same shape and dtype as ``x``
+
+    Example:
+        >>> rope = RotaryEmbedding(64)
+        >>> rope
+        RotaryEmbedding(head_dim=64, max_len=4096)
+        >>> q = torch.randn(2, 8, 5, 64)                     # (B, H, L, D)
+        >>> rope(q).shape, rope(q.bfloat16()).dtype
+        (torch.Size([2, 8, 5, 64]), torch.bfloat16)
+
+        Rotations keep lengths, and position 0 is not rotated:
+
+        >>> torch.allclose(rope(q).norm(dim=-1), q.norm(dim=-1))
+        True
+        >>> torch.equal(rope(q)[:, :, 0], q[:, :, 0])
+        True
+
+        Decoding one token at a time gives the rows of the whole sequence:
+
+        >>> steps = [rope(q[:, :, t : t + 1], offset=t) for t in range(5)]
+        >>> torch.equal(torch.cat(steps, dim=2), rope(q))
+        True
+
+        A module cast to bfloat16 is as exact as a fresh one:
+
+        >>> x = torch.randn(1, 1, 3, 64, dtype=torch.bfloat16)
+        >>> torch.equal(rope.bfloat16()(x, offset=100_000), rope(x, offset=100_000))
+        True
+    """
+
+    _cos: Tensor
+    _sin: Tensor
+
+    def __init__(
+        self,
+        head_dim: int,
+        *,
+        base: float = 10_000.0,
+        layout: RotaryLayout = "half",
+        scaling: dict[str, Any] | None = None,
+        max_len: int = 4096,
+    ) -> None:
+        super().__init__()
+        self.head_dim: int = _checks.positive_int("head_dim", head_dim)
+        self.base: float = _checks.base(base)
+        self.layout: RotaryLayout = _checks.choice("layout", layout, ROTARY_LAYOUTS)
+        self.max_len: int = _checks.positive_int("max_len", max_len)
+        self._spec: RopeScaling = _checks.rope_scaling(scaling, head_dim, self.base)
+        self.scaling: dict[str, Any] | None = None if scaling is None else dict(scaling)
+        self.rotary_dim: int = self._spec.rotary_dim
+        self.attention_factor: float = _attention_factor(self._spec)
+        # Float64 and on the CPU, a plain attribute: no cast or move can round it.
+        self._freqs: Tensor = _inverse_frequencies(self._spec, None, _CPU)
+        self._grows: bool = self._spec.rope_type in ("dynamic", "longrope")
+        device = torch.empty(0).device  # the default device: "meta" under torch.device("meta")
+        _checks.allocation(
+            (2, max_len, self.rotary_dim // 2),
+            torch.float32,
+            device,
+            lambda: f"RotaryEmbedding(head_dim={head_dim}, max_len={max_len})'s tables",
+        )
+        cos, sin = self._tables(torch.float32, device)
+        self.register_buffer("_cos", cos, persistent=False)
+        self.register_buffer("_sin", sin, persistent=False)
+
+    def _tables(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
+        if device.type == "meta":
+            shape = (self.max_len, self.rotary_dim // 2)
+            return torch.empty(shape, dtype=dtype, device=device), torch.empty(
+                shape, dtype=dtype, device=device
+            )
+        work = _CPU if device.type == "mps" else device
+        positions = torch.arange(self.max_len, device=work)
+        cos, sin = _cos_sin(positions, self._freqs.to(work), self.attention_factor, dtype)
+        return cos.to(device), sin.to(device)
+
+    def reset_parameters(self) -> None:
+        """Derive the cos and sin tables again, on their device.
+
+        There are no parameters; the name is the one initialisation code calls.
+        Casting or moving the module (``.to()``, ``.half()``, ``.to_empty()``)
+        calls it by itself. The tables are float32, which serves float32,
+        bfloat16 and float16 inputs, or float64 when the module was cast to
+        float64; they are never converted from another dtype.
+
+        Example:
+            >>> rope = RotaryEmbedding(16).half()
+            >>> rope._cos.dtype                       # float32 serves float16 inputs
+            torch.float32
+            >>> torch.equal(rope._cos, RotaryEmbedding(16)._cos)
+            True
+        """
+        dtype = torch.float64 if self._cos.dtype == torch.float64 else torch.float32
+        with torch.no_grad():
+            self._cos, self._sin = self._tables(dtype, self._cos.device)
+
+    def _apply(self, fn: Any, recurse: bool = True) -> RotaryEmbedding:
+        before = self._cos
+        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
+        # A new tensor (another dtype or device, to_empty) holds converted or undefined
+        # values: derive the tables again. The same tensor (a no-op .to()) is kept.
+        if self._cos is not before and not self._cos.is_meta:
+            self.reset_parameters()
+        return self
+
+    def extra_repr(self) -> str:
+        """The configuration, shown in the module's repr."""
+        parts = [f"head_dim={self.head_dim}", f"max_len={self.max_len}"]
+        if self.base != 10_000.0:
+            parts.append(f"base={self.base:g}")
+        if self.layout != "half":
+            parts.append(f"layout={self.layout!r}")
+        if self._spec.rope_type != "default":
+            parts.append(f"rope_type={self._spec.rope_type!r}")
+        if self.rotary_dim != self.head_dim:
+            parts.append(f"rotary_dim={self.rotary_dim}")
+        return ", ".join(parts)
+
+    def cos_sin(
+        self,
+        length: int,
+        *,
+        offset: int | Tensor = 0,
+        positions: Tensor | None = None,
+        batch: int | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """The cos and sin tables that :meth:`forward` uses, as new tensors.
+
+        One value per rotated pair, times :attr:`attention_factor`, computed in
+        float64 and rounded once to ``dtype``: the tables :func:`apply_rotary`
+        takes, and those of kernels that take one value per pair. For Hugging
+        Face's ``apply_rotary_pos_emb``, which takes one per feature, widen
+        them: ``torch.cat((cos, cos), -1)`` for the half layout,
+        ``cos.repeat_interleave(2, -1)`` for the interleaved one. The result
+        never shares memory with the module.
+
+        Args:
+            length: Number of tokens, L.
+            offset: Position of the first token: an int, or one per sequence.
+            positions: The position of every token; excludes ``offset``.
+            batch: Batch size B, to check per-sequence ``offset`` and
+                ``positions`` against; None for shared positions only.
+            dtype: Floating dtype of the tables.
+            device: Device of the tables (default: that of the module's).
+
+        Returns:
+            ``(cos, sin)``, each ``(L, rotary_dim / 2)``, or ``(B, L, rotary_dim / 2)``
+            for per-sequence positions.
+
+        Raises:
+            TypeError: ``offset`` or ``positions`` is not integer, or ``dtype``
+                is not floating.
+            ValueError: both are given, or a shape does not match.
+
+        Example:
+            >>> rope = RotaryEmbedding(4)
+            >>> cos, sin = rope.cos_sin(3)
+            >>> cos
+            tensor([[ 1.0000,  1.0000],
+                    [ 0.5403,  0.9999],
+                    [-0.4161,  0.9998]])
+            >>> apply_rotary(torch.ones(3, 4), cos, sin).equal(rope(torch.ones(3, 4)))
+            True
+        """
+        length = _checks.nonnegative_int("length", length)
+        dtype = _checks.floating_dtype("dtype", dtype)
+        device = self._cos.device if device is None else torch.device(device)
+        where = resolve(length, offset=offset, positions=positions, batch=batch)
+        cos, sin = self._rows(where, dtype, device)
+        owner = self._cos.untyped_storage().data_ptr(), self._sin.untyped_storage().data_ptr()
+        if cos.untyped_storage().data_ptr() in owner:
+            cos, sin = cos.clone(), sin.clone()
+        return cos, sin
+
+    def _rows(
+        self, where: Positions, dtype: torch.dtype, device: torch.device
+    ) -> tuple[Tensor, Tensor]:
+        """Cos and sin at ``where``, ``(L, h)`` or ``(B, L, h)``: views of the tables, read only.
+
+        The tables serve their own dtype, on their device, for positions they hold
+        (for dynamic and longrope, only sequences within the trained length, where
+        the frequencies are those the tables were made with); the rest is computed
+        from float64 with the same values.
+        """
+        cos, spec = self._cos, self._spec
+        limit = self.max_len
+        if spec.rope_type == "dynamic":
+            limit = min(limit, spec.max_position_embeddings)
+        elif spec.rope_type == "longrope":
+            limit = min(limit, spec.original_max_position_embeddings)
+        if dtype == cos.dtype and device == cos.device and where.within(limit):
+            return where.take(cos), where.take(self._sin)
+        work = _CPU if device.type == "mps" else device
+        freqs = self._frequencies(where, work)
+        cos, sin = _cos_sin(where.tensor(work), freqs, self.attention_factor, dtype)
+        return cos.to(device), sin.to(device)
+
+    def _frequencies(self, where: Positions, device: torch.device) -> Tensor:
+        """The frequencies for this call: fixed, or from its length for dynamic and longrope."""
+        if not self._grows:
+            return self._freqs.to(device)
+        if where.start is not None:
+            seq_len: int | Tensor | None = where.start + where.length
+        elif where.values is not None and where.values.numel():
+            seq_len = where.values.amax().to(device) + 1  # no sync: stays a tensor
+        else:
+            seq_len = None
+        return _inverse_frequencies(self._spec, seq_len, device)
+
+    def forward(
+        self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
+    ) -> Tensor:
+        """Rotate each pair of features of ``x`` by its position's angles.
+
+        Args:
+            x: Queries or keys, ``(..., L, head_dim)``, the sequence on dim -2.
+            offset: Position of the first token, as an int for all sequences or
+                a ``(B,)`` integer tensor with one per sequence (B = ``x.shape[0]``).
+            positions: Integer tensor ``(L,)`` or ``(B, L)`` (B may be 1) with
+                the position of every token, e.g. from
+                :func:`~posenc.positions_from_mask`; any integers, any integer dtype.
+
+        Returns:
+            Tensor of the shape and dtype of ``x``.
+
+        Raises:
+            TypeError: ``x`` is not a floating tensor, or ``offset`` or
+                ``positions`` is not integer.
+            ValueError: ``x`` has fewer than 2 dimensions or its last one is not
+                ``head_dim``; both ``offset`` and ``positions`` are given, or
+                their shapes do not match ``x``.
+        """
+        x = _checks.rotary_input(x, self.head_dim)
+        batch = x.shape[0] if x.dim() >= 3 else None
+        where = resolve(x.shape[-2], offset=offset, positions=positions, batch=batch)
+        work = torch.float64 if x.dtype == torch.float64 else torch.float32
+        cos, sin = self._rows(where, work, x.device)
+        if cos.dim() == 3 and x.dim() > 3:  # one row per sequence: broadcast over the heads
+            cos = cos.view(cos.shape[0], *(1,) * (x.dim() - 3), *cos.shape[1:])
+            sin = sin.view(cos.shape)
+        return _rotate(x, cos, sin, self.layout)
