@@ -17,7 +17,7 @@ FIGURE_TEXT = "figure_text.json"
 # Pages being rebuilt on their own schedule: the checks of code lines, figure text and
 # layout report what they find there without failing the build. Empty it once they
 # are rebuilt.
-PENDING_PAGES = ("guide/performance", "auto_examples/plot_10_benchmark")
+PENDING_PAGES: tuple[str, ...] = ()
 
 
 def reset_state(gallery_conf: dict[str, Any], fname: str) -> None:
