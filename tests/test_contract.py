@@ -18,11 +18,15 @@ from reference import round_once
 from torch import nn
 
 from posenc import (
+    ALiBi,
     Embeddings,
     PositionalEncoding,
+    RotaryEmbedding,
     TokenAndPositionEmbedding,
     inverse_frequencies,
+    sincos_2d,
     sinusoidal_table,
+    timestep_embedding,
 )
 
 D = 16
@@ -346,3 +350,31 @@ def test_layout_must_be_one_of_the_names(value: object) -> None:
         ValueError, match=r"layout must be one of \('interleaved', 'concatenated'\)"
     ):
         PositionalEncoding(D, layout=value)  # type: ignore[arg-type]
+
+
+# -- Every scheme rounds once to half precision ------------------------------------------------
+
+
+def _tables(dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """About 2**18 values of each scheme's table in ``dtype``: enough for a double rounding
+    (one value in about 2**16) to show."""
+    rope = RotaryEmbedding(128, base=500_000.0)
+    return {
+        "sinusoidal_table": sinusoidal_table(1024, 256, dtype=dtype),
+        "sincos_2d": sincos_2d(32, 32, 256, dtype=dtype),
+        "timestep_embedding": timestep_embedding(torch.linspace(0, 999, 1024), 256, dtype=dtype),
+        "ALiBi": ALiBi(16)(128, dtype=dtype),
+        "RotaryEmbedding.cos_sin": torch.cat(rope.cos_sin(4096, offset=10**6, dtype=dtype)),
+    }
+
+
+@pytest.mark.parametrize("dtype", LOW)
+def test_every_scheme_rounds_its_float64_table_once(dtype: torch.dtype) -> None:
+    exact = _tables(torch.float64)
+    twice = 0
+    for name, got in _tables(dtype).items():
+        assert torch.equal(got, round_once(exact[name], dtype)), name
+        twice += int((exact[name].to(dtype) != got).sum())
+    # PyTorch's own float64 -> half conversion goes through float32: it rounds some of
+    # these values twice, which is what the tables above must not do.
+    assert twice > 0

@@ -48,6 +48,7 @@ import torch
 from torch import Tensor, nn
 
 from . import _checks
+from ._rounding import round_once
 from .positions import resolve
 
 __all__ = ["ALiBi", "RelativePositionBias", "alibi_slopes", "relative_position_bucket"]
@@ -339,7 +340,7 @@ class ALiBi(nn.Module):
             relative = -relative.abs()
         slopes = torch.tensor(self._slopes, dtype=torch.float64, device=work)
         bias = relative.unsqueeze(-3).to(torch.float64) * slopes[:, None, None]
-        return bias.to(device=out_device, dtype=out_dtype)
+        return round_once(bias, out_dtype).to(out_device)
 
 
 def _default_device(device: torch.device | str | None, *tensors: object) -> torch.device:

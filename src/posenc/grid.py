@@ -122,14 +122,14 @@ def sincos_2d(
     base = _checks.base(base)
     out_device = torch.device("cpu") if device is None else torch.device(device)
     shape = (height * width, d_model)
-    _checks.allocation(
-        shape, torch.float64, out_device, lambda: f"a {height} × {width} grid's table"
-    )
+    _checks.allocation(shape, dtype, out_device, lambda: f"a {height} × {width} grid's table")
     work = torch.device("cpu") if out_device.type == "mps" else out_device
     half, quarter = d_model // 2, d_model // 4
     layout: Layout = "interleaved" if convention == "interleaved" else "concatenated"
+    # Each axis's table rounded once to dtype: the same numbers as the float64 grid
+    # rounded once, from two tables far smaller than the grid.
     rows, cols = (
-        sinusoidal_table(n, half, base=base, layout=layout, dtype=torch.float64, device=work)
+        sinusoidal_table(n, half, base=base, layout=layout, dtype=dtype, device=work)
         for n in (height, width)
     )
     by_row = rows[:, None, :].expand(height, width, half)  # depends on h only
@@ -142,4 +142,4 @@ def sincos_2d(
     else:
         parts = [by_row, by_col]
     table = torch.cat(parts, dim=-1).reshape(shape)
-    return table.to(device=out_device, dtype=dtype)
+    return table.to(out_device)

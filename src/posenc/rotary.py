@@ -38,6 +38,7 @@ from torch import Tensor, nn
 
 from . import _checks
 from ._checks import ROPE_TYPES, RopeScaling
+from ._rounding import round_once
 from .positions import Positions, resolve
 
 __all__ = [
@@ -272,7 +273,7 @@ def _cos_sin(
         cos, sin = torch.cos(angles), torch.sin(angles)
         if factor != 1.0:
             cos, sin = cos * factor, sin * factor
-        return cos.to(dtype), sin.to(dtype)
+        return round_once(cos, dtype), round_once(sin, dtype)
 
     pairs = freqs.shape[-1]
     if positions.numel() * pairs <= _CHUNK:

@@ -45,6 +45,7 @@ import torch
 from torch import Tensor
 
 from . import _checks
+from ._rounding import round_into, round_once
 
 __all__ = ["LAYOUTS", "Layout", "inverse_frequencies", "sinusoidal_table", "timestep_embedding"]
 
@@ -214,7 +215,7 @@ def sinusoidal_table(
         blocks_per_piece = max(1, _PIECE // (_BLOCK * freqs.pairs))
         if n <= blocks_per_piece * _BLOCK:
             table = _range_table(n, freqs, layout, d_model)
-            return _round(table, dtype).to(out_device, dtype)
+            return round_once(table, dtype).to(out_device, dtype)
         out = _checks.empty((n, d_model), dtype, work_device, what)
         _fill_range(out, blocks_per_piece, freqs, layout)
         return out.to(device=out_device)
@@ -226,10 +227,10 @@ def sinusoidal_table(
     pieces = _pieces_of_positions(flat, rows_per_piece, freqs, layout, d_model)
     if one_piece:
         _, table = next(pieces)
-        return _round(table, dtype).reshape(*shape, d_model).to(out_device, dtype)
+        return round_once(table, dtype).reshape(*shape, d_model).to(out_device, dtype)
     out = _checks.empty((n, d_model), dtype, work_device, what)
     for start, piece in pieces:
-        out[start : start + piece.shape[0]].copy_(_round(piece, dtype))
+        round_into(out[start : start + piece.shape[0]], piece)
     return out.reshape(*shape, d_model).to(device=out_device)
 
 
@@ -376,24 +377,6 @@ def _rotate(block: Factors, fine: Factors, d_model: int, work: Tensor | None = N
     return rows.flatten(-2)[..., :d_model]
 
 
-def _round(table: Tensor, dtype: torch.dtype) -> Tensor:
-    """The float64 ``table``, made ready to be rounded once to ``dtype`` by a copy.
-
-    PyTorch converts float64 to float16 and bfloat16 through float32, rounding twice:
-    a value just past a midpoint of the narrow type can land on it in float32 and then
-    round the wrong way. Rounding to float32 *to odd* first (an inexact result keeps an
-    odd last bit) makes the second rounding the only one (Boldo and Melquiond, 2008).
-    """
-    if dtype.itemsize >= 4:
-        return table  # converted by the caller's copy, in one rounding
-    wide = table.to(torch.float32).contiguous()
-    low = wide.to(torch.float64)
-    odd = (wide.view(torch.int32) & 1).bool()
-    toward = torch.where(table > low, math.inf, -math.inf).to(torch.float32)
-    wide = torch.where((low != table) & ~odd, torch.nextafter(wide, toward), wide)
-    return wide.to(dtype)
-
-
 def _range_factors(n: int, freqs: _Frequencies, layout: Layout) -> tuple[Factors, Factors]:
     """The factors of positions ``0 .. n-1``: per block (blocks, 1, …), per row (min(n, B), …)."""
     device = freqs.heads.device
@@ -432,7 +415,7 @@ def _fill_range(out: Tensor, blocks_per_piece: int, freqs: _Frequencies, layout:
             work, rows = work[: a.shape[0]], rows[: target.shape[0]]
         torch.mul(a, y_cos, out=work)
         work.addcmul_(a_swapped, y_sin)
-        target.copy_(_round(rows, out.dtype))
+        round_into(target, rows)
 
 
 def _pieces_of_positions(
@@ -602,4 +585,4 @@ def timestep_embedding(
     parts = [cos, sin] if flip else [sin, cos]
     if dim % 2:
         parts.append(angles.new_zeros((*angles.shape[:-1], 1)))
-    return torch.cat(parts, dim=-1).to(device=out_device, dtype=dtype)
+    return round_once(torch.cat(parts, dim=-1), dtype).to(out_device)
