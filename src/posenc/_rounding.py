@@ -31,7 +31,7 @@ def round_into(out: Tensor, table: Tensor) -> Tensor:
 
 
 def _to_odd(table: Tensor) -> Tensor:
-    """Float32, rounded to odd: the nearest float32 toward zero, made odd if inexact."""
+    """Float32 rounded to odd: exact values kept, others to the neighbour whose last bit is odd."""
     wide = table.to(torch.float32).contiguous()
     low = wide.to(torch.float64)
     odd = (wide.view(torch.int32) & 1).bool()
