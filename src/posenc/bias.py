@@ -133,23 +133,23 @@ def _batch_of(
     """The batch size that per-sequence arguments imply, checked against ``batch``."""
     if batch is not None:
         return _checks.positive_int("batch", batch)
-    given = {
-        name: t.shape[0]
+    given = [
+        (name, t.shape[0])
         for name, t, dims in (
             ("offset", offset, 1),
             ("positions", positions, 2),
             ("key_positions", key_positions, 2),
         )
         if isinstance(t, Tensor) and t.dim() == dims
-    }
-    sizes = {rows for rows in given.values() if rows != 1}
+    ]
+    sizes = {rows for _, rows in given if rows != 1}
     if len(sizes) > 1:
-        said = ", ".join(f"{name} {rows}" for name, rows in given.items())
+        said = ", ".join(f"{name} {rows}" for name, rows in given)
         raise ValueError(
             f"the per-sequence arguments disagree on the batch size ({said} sequences): "
             f"give each B rows, or 1 to share it"
         )
-    return max(given.values()) if given else None
+    return max(rows for _, rows in given) if given else None
 
 
 def _relative_positions(

@@ -38,6 +38,7 @@ from __future__ import annotations
 import decimal
 import functools
 import math
+import sys
 from collections.abc import Iterator
 from typing import Literal
 
@@ -205,10 +206,7 @@ def sinusoidal_table(
     n = math.prod(shape)
     if n == 0:
         return torch.empty((*shape, d_model), dtype=dtype, device=out_device)
-    # The frequencies are constants of the configuration. torch.compile may trace a float
-    # attribute as a symbol: its exact ratio of integers makes it a constant again.
-    numerator, denominator = base.as_integer_ratio()
-    constants = _frequencies(d_model, numerator / denominator, endpoint)
+    constants = _frequencies(d_model, _constant(base), endpoint)
     freqs = _Frequencies(constants, work_device)
     if pos is None:
         # Whole blocks of rows per piece, as many as fit in _PIECE cells.
@@ -274,6 +272,22 @@ _SMALL = 1 << 12
 
 
 Constants = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
+
+
+def _constant(base: float) -> float:
+    """``base``, as a constant of a graph that torch.compile traces.
+
+    The frequencies are constants of the configuration. Releases of torch.compile that
+    trace float attributes as symbols (``specialize_float=False``, the default since
+    about 2.6) make a constant of their exact ratio of integers again; older ones hold
+    floats as constants already, and cannot trace that ratio.
+    """
+    if torch.compiler.is_compiling():
+        config = sys.modules.get("torch._dynamo.config")
+        if not getattr(config, "specialize_float", True):
+            numerator, denominator = base.as_integer_ratio()
+            return numerator / denominator
+    return base
 
 
 @torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
