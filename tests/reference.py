@@ -15,6 +15,7 @@
 * :class:`LegacyEmbeddings` and :class:`LegacyPositionalEncoding`: stand-ins
   with the Annotated Transformer's attribute names (``lut``; a persistent buffer
   ``pe`` of shape ``(1, max_len, d_model)``), for producing legacy state dicts.
+* ``INTEGER_DTYPES``: every integer dtype that positions and offsets may come in.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 from torch import Tensor, nn
 
 __all__ = [
+    "INTEGER_DTYPES",
     "LegacyEmbeddings",
     "LegacyPositionalEncoding",
     "annotated_table",
@@ -36,6 +38,19 @@ __all__ = [
     "round_once",
     "sinusoid_reference",
     "ulp",
+]
+
+
+#: Every integer dtype a position or an offset may come in (unsigned ones included).
+INTEGER_DTYPES = [
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
 ]
 
 

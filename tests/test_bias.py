@@ -28,7 +28,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import round_once
+from reference import INTEGER_DTYPES, round_once
 
 from posenc import (
     ALiBi,
@@ -42,16 +42,6 @@ from posenc import (
 )
 
 PROPERTY = settings(max_examples=40, deadline=None)
-INTEGER_DTYPES = [
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.uint16,
-    torch.uint32,
-    torch.uint64,
-]
 
 
 # --- references -----------------------------------------------------------------------------

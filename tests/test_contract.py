@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 import torch
-from reference import round_once
+from reference import INTEGER_DTYPES, round_once
 from torch import nn
 
 from posenc import (
@@ -30,16 +30,6 @@ from posenc import (
 )
 
 D = 16
-INTEGER_DTYPES = [
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.uint16,
-    torch.uint32,
-    torch.uint64,
-]
 
 
 # -- Every integer dtype is a position ---------------------------------------------------

@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from reference import INTEGER_DTYPES
 
 from posenc import LearnedPositionalEmbedding, PositionalEncoding, positions_from_mask
 
 D, MAX_LEN = 8, 16
-INTEGER_DTYPES = [
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.uint16,
-    torch.uint32,
-    torch.uint64,
-]
 
 
 def make(dropout: float = 0.0) -> LearnedPositionalEmbedding:

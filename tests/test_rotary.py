@@ -18,7 +18,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from reference import roformer_frequencies, rotary_reference, ulp
+from reference import INTEGER_DTYPES, roformer_frequencies, rotary_reference, ulp
 
 from posenc import (
     ROPE_TYPES,
@@ -568,18 +568,6 @@ def test_permuting_projection_rows_moves_a_checkpoint_between_layouts() -> None:
 
 
 # --- positions: every integer dtype, beyond max_len, dynamic lengths -----------------------
-
-
-INTEGER_DTYPES = [
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.uint16,
-    torch.uint32,
-    torch.uint64,
-]
 
 
 @pytest.mark.parametrize("dtype", INTEGER_DTYPES)

@@ -323,18 +323,23 @@ def heads_inputs(
     return q, k, v
 
 
+def _broadcasts(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
+    """Whether ``shape`` broadcasts to ``target`` without growing it (leading 1s aside)."""
+    dims = list(shape)
+    while len(dims) > len(target) and dims[0] == 1:
+        dims.pop(0)
+    try:
+        grown = torch.broadcast_shapes(tuple(dims), target)  # type: ignore[no-untyped-call]
+    except RuntimeError:
+        return False
+    return bool(grown == target)
+
+
 def broadcasts_to(name: str, t: object, shape: tuple[int, ...], legend: str) -> Tensor:
     """``t`` is a tensor that broadcasts to ``shape`` (leading 1s aside, without growing it)."""
     if not isinstance(t, Tensor):
         raise TypeError(f"{name} must be a Tensor or None, got {_show(t)}")
-    dims = list(t.shape)
-    while len(dims) > len(shape) and dims[0] == 1:
-        dims.pop(0)
-    try:
-        fits = torch.broadcast_shapes(tuple(dims), shape) == shape  # type: ignore[no-untyped-call]
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not _broadcasts(tuple(t.shape), shape):
         raise ValueError(
             f"{name} of shape {_shape(t)} does not broadcast to the attention scores' "
             f"shape {shape} {legend}"
@@ -610,14 +615,7 @@ def rotary_tables(x: object, cos: object, sin: object) -> tuple[Tensor, Tensor, 
             f"{_shape(c)}"
         )
     target = (*x.shape[:-1], c.shape[-1])
-    dims = list(c.shape)
-    while len(dims) > len(target) and dims[0] == 1:
-        dims.pop(0)
-    try:
-        fits = torch.broadcast_shapes(tuple(dims), target) == target  # type: ignore[no-untyped-call]
-    except RuntimeError:
-        fits = False
-    if not fits:
+    if not _broadcasts(tuple(c.shape), target):
         raise ValueError(
             f"cos and sin of shape {_shape(c)} do not broadcast to x's shape {_shape(x)} "
             f"(its dimensions but the last, aligned from the right, then the pairs): for x "
