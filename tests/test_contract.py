@@ -368,3 +368,17 @@ def test_every_scheme_rounds_its_float64_table_once(dtype: torch.dtype) -> None:
     # PyTorch's own float64 -> half conversion goes through float32: it rounds some of
     # these values twice, which is what the tables above must not do.
     assert twice > 0
+
+
+# -- Nothing heavy at import time ----------------------------------------------------------------
+
+
+def test_importing_posenc_loads_no_compiler_and_computes_nothing() -> None:
+    # torch._dynamo takes about a second to import; torch.compile loads it when it is used.
+    code = (
+        "import sys, torch; import posenc; "
+        "from posenc import sinusoid; "
+        "print('torch._dynamo' in sys.modules, sinusoid._frequencies_cached.cache_info().currsize)"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == ["False", "0"]

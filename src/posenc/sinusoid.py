@@ -39,8 +39,8 @@ import decimal
 import functools
 import math
 import sys
-from collections.abc import Iterator
-from typing import Literal
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar
 
 import torch
 from torch import Tensor
@@ -290,7 +290,20 @@ def _constant(base: float) -> float:
     return base
 
 
-@torch.compiler.assume_constant_result  # type: ignore[untyped-decorator]
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _constant_result(fn: F) -> F:
+    """Mark ``fn`` as :func:`torch.compiler.assume_constant_result` does.
+
+    That function sets this one attribute, after importing ``torch._dynamo``, which takes
+    about a second: here at import time it would be most of ``import posenc``.
+    """
+    fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
+    return fn
+
+
+@_constant_result
 def _frequencies(d_model: int, base: float, endpoint: bool) -> Constants:
     """``(freqs, heads, tails)``: constants of the configuration, for torch.compile too."""
     return _frequencies_cached(d_model, base, endpoint)
