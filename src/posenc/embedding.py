@@ -210,9 +210,7 @@ class TokenAndPositionEmbedding(nn.Module):
             ValueError: ``ids`` is not 1-D or 2-D, both ``offset`` and
                 ``positions`` are given, or their shapes do not match ``ids``.
         """
-        ids = _checks.integer_tensor(
-            "token ids", ids, "an integer tensor (torch.long or torch.int)"
-        )
+        ids = _checks.integer_tensor("token ids", ids, _checks.TOKEN_IDS)
         if ids.dim() not in (1, 2):
             raise ValueError(
                 f"token ids must have shape (B, L) or (L,), got {ids.dim()}-D "
