@@ -16,11 +16,13 @@
   with the Annotated Transformer's attribute names (``lut``; a persistent buffer
   ``pe`` of shape ``(1, max_len, d_model)``), for producing legacy state dicts.
 * ``INTEGER_DTYPES``: every integer dtype that positions and offsets may come in.
+* :class:`CountingBackend`: a torch.compile backend that counts the graphs it is given.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -28,6 +30,7 @@ from torch import Tensor, nn
 
 __all__ = [
     "INTEGER_DTYPES",
+    "CountingBackend",
     "LegacyEmbeddings",
     "LegacyPositionalEncoding",
     "annotated_table",
@@ -52,6 +55,17 @@ INTEGER_DTYPES = [
     torch.uint32,
     torch.uint64,
 ]
+
+
+class CountingBackend:
+    """A torch.compile backend that counts graph compilations and runs them eagerly."""
+
+    def __init__(self) -> None:
+        self.graphs = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: object) -> Callable[..., object]:
+        self.graphs += 1
+        return gm.forward
 
 
 def _as_positions(positions: int | np.ndarray | list[int] | Tensor) -> np.ndarray:

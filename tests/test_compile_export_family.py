@@ -10,6 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import torch
+from reference import CountingBackend
 from torch import nn
 
 from posenc import (
@@ -21,17 +22,6 @@ from posenc import (
 )
 
 H, D, MAX_LEN = 4, 16, 64
-
-
-class CountingBackend:
-    """A torch.compile backend that counts graph compilations and runs them eagerly."""
-
-    def __init__(self) -> None:
-        self.graphs = 0
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: object) -> Callable[..., object]:
-        self.graphs += 1
-        return gm.forward
 
 
 @pytest.fixture(autouse=True)
