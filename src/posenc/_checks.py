@@ -120,7 +120,7 @@ def padding_idx(value: object, vocab: int) -> int | None:
     return value
 
 
-TOKEN_IDS = "an integer tensor (torch.long or torch.int)"
+TOKEN_IDS = "an integer tensor (any integer dtype; not bool or float)"
 
 
 def token_ids(ids: object, vocab: int) -> Tensor:
