@@ -16,6 +16,7 @@ from typing import NamedTuple, TypeVar
 
 import torch
 from torch import Tensor
+from torch.autograd import forward_ad
 
 T = TypeVar("T")
 
@@ -136,11 +137,41 @@ def token_ids(ids: object, vocab: int) -> Tensor:
     return ids
 
 
+def readable(t: Tensor) -> bool:
+    """Whether the values of ``t`` can be read on the host for free.
+
+    True on the CPU, eagerly. False on an accelerator (a read is a sync), under
+    :func:`torch.compile` (it would break the graph) and for a tensor wrapped by a
+    :mod:`torch.func` transform (under :func:`torch.func.vmap` a read is data-dependent
+    control flow, which vmap refuses). Where it is False, a check of values is left to
+    the indexing kernel, and positions are computed rather than looked up.
+    """
+    return (
+        t.device.type == "cpu"
+        and not torch.compiler.is_compiling()
+        and not torch._C._functorch.is_functorch_wrapped_tensor(t)
+    )
+
+
+def plain_eager(*tensors: Tensor) -> bool:
+    """Whether writing into preallocated outputs (``out=``, in place) is invisible.
+
+    True when nothing records the operations: not under :func:`torch.compile`, no
+    :mod:`torch.func` transform active (``vmap`` has no rule for ``out=`` operations),
+    no forward-mode AD level open, and no autograd graph to build for ``tensors``.
+    """
+    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+        return False
+    if forward_ad._current_level >= 0:  # inside a dual_level(): tensors may carry tangents
+        return False
+    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+
+
 def in_range(index: Tensor, size: int, what: str, bound: str, plural: str) -> None:
-    """IndexError if an eagerly readable (CPU) index lies outside ``[0, size)``."""
-    # Reading values would stall an accelerator and break a compiled graph: there
-    # the indexing kernel's own bounds check stands.
-    if index.device.type != "cpu" or index.numel() == 0 or torch.compiler.is_compiling():
+    """IndexError if a readable (CPU, eager) index lies outside ``[0, size)``."""
+    # Reading values would stall an accelerator and break a compiled graph or a vmap:
+    # there the indexing kernel's own bounds check stands.
+    if index.numel() == 0 or not readable(index):
         return
     lo, hi = torch.aminmax(index)
     if lo < 0 or hi >= size:
@@ -646,12 +677,12 @@ def real_number(name: str, value: object) -> float:
 
 
 def learned_positions(index: Tensor, max_len: int) -> None:
-    """IndexError if an eagerly readable (CPU) position lies outside a learned table.
+    """IndexError if a readable (CPU, eager) position lies outside a learned table.
 
     The message says why: a learned table has a row for each position it was
     trained on and nothing past them.
     """
-    if index.device.type != "cpu" or index.numel() == 0 or torch.compiler.is_compiling():
+    if index.numel() == 0 or not readable(index):
         return
     lo, hi = torch.aminmax(index)
     if lo < 0 or hi >= max_len:

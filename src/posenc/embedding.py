@@ -247,9 +247,8 @@ class TokenAndPositionEmbedding(nn.Module):
         return (
             weight.device.type == "cpu"
             and weight.dtype.itemsize >= 4
-            and not (torch.is_grad_enabled() and weight.requires_grad)
             and self.embeddings.lut.max_norm is None  # F.embedding would renormalise rows
-            and not torch.compiler.is_compiling()
+            and _checks.plain_eager(weight)
         )
 
     def _in_blocks(self, ids: Tensor, rows: Tensor) -> Tensor:

@@ -356,9 +356,7 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tensor
     """The rotation, on checked arguments."""
     work = torch.promote_types(x.dtype, cos.dtype)
     cos, sin = cos.to(work), sin.to(work)
-    if torch.compiler.is_compiling() or (
-        torch.is_grad_enabled() and (x.requires_grad or cos.requires_grad or sin.requires_grad)
-    ):
+    if not _checks.plain_eager(x, cos, sin):
         return _rotated(x, cos, sin, layout, work)
     # Eager, no autograd: into one output, a slice of positions at a time on the CPU. Each
     # slice is multiplied by the widened cos table into the output, then the sin products

@@ -355,8 +355,10 @@ class _Frequencies:
         big, small = s * self.heads, s * self.tails
         sin_big, cos_big = torch.sin(big), torch.cos(big)
         sin_small, cos_small = torch.sin(small), torch.cos(small)
-        sin = torch.mul(sin_big, cos_small).addcmul_(cos_big, sin_small)
-        cos = torch.mul(cos_big, cos_small).addcmul_(sin_big, sin_small, value=-1)
+        # addcmul out of place, here and below: torch.func.vmap has no batching rule
+        # for addcmul_, and these factors are small.
+        sin = torch.addcmul(sin_big * cos_small, cos_big, sin_small)
+        cos = torch.addcmul(cos_big * cos_small, sin_big, sin_small, value=-1)
         return sin, cos
 
     def fine_turns(self, steps: Tensor) -> tuple[Tensor, Tensor]:
@@ -369,8 +371,8 @@ class _Frequencies:
         big, small = s * self.heads, s * self.tails
         sin_big, cos_big = torch.sin(big), torch.cos(big)
         cos_small = torch.mul(small, small).mul_(-0.5).add_(1.0)
-        sin = torch.mul(sin_big, cos_small).addcmul_(cos_big, small)
-        cos = torch.mul(cos_big, cos_small).addcmul_(sin_big, small, value=-1)
+        sin = torch.addcmul(sin_big * cos_small, cos_big, small)
+        cos = torch.addcmul(cos_big * cos_small, sin_big, small, value=-1)
         return sin, cos
 
 
@@ -470,7 +472,7 @@ def _pieces_of_positions(
     magnitude = flat.abs()
     block_steps = torch.div(magnitude, _BLOCK, rounding_mode="floor") * _BLOCK
     in_block = magnitude - block_steps
-    if flat.device.type != "cpu" or torch.compiler.is_compiling() or n * freqs.pairs <= _SMALL:
+    if not _checks.readable(flat) or n * freqs.pairs <= _SMALL:
         # Factors per row: no data-dependent shapes (no sync on accelerators, traceable),
         # and the fewest operations for the few rows a forward pass computes.
         def rows(start: int, stop: int) -> Tensor:
@@ -478,8 +480,11 @@ def _pieces_of_positions(
             sin_b, cos_b = freqs.fine_turns(in_block[start:stop])
             pair = -1 if layout == "interleaved" else -2
             # [sin a, cos a]·cos b + [cos a, -sin a]·sin b: the operations of _rotate.
-            rows = _pairs(layout, sin_a, cos_a) * cos_b.unsqueeze(pair)
-            rows.addcmul_(_pairs(layout, cos_a, -sin_a), sin_b.unsqueeze(pair))
+            rows = torch.addcmul(
+                _pairs(layout, sin_a, cos_a) * cos_b.unsqueeze(pair),
+                _pairs(layout, cos_a, -sin_a),
+                sin_b.unsqueeze(pair),
+            )
             return _mirror(rows.flatten(-2)[..., :d_model], flat[start:stop], layout)
 
         if rows_per_piece == n:  # no loop over a length that may be a traced symbol
