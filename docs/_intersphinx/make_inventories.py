@@ -53,6 +53,8 @@ TORCH = [
     ("torch.device", "class", "tensor_attributes.html#$"),
     ("torch.manual_seed", "function", "generated/torch.manual_seed.html#$"),
     ("torch.compile", "function", "generated/torch.compile.html#$"),
+    ("torch.func", "module", "func.html#module-$"),
+    ("torch.func.vmap", "function", "generated/torch.func.vmap.html#$"),
     ("torch.nn.Module", "class", f"{MODULE}#$"),
     ("torch.nn.Module.state_dict", "method", f"{MODULE}#$"),
     ("torch.nn.Module.load_state_dict", "method", f"{MODULE}#$"),
