@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -20,6 +21,7 @@ from torch import nn
 from posenc import (
     ALiBi,
     Embeddings,
+    LearnedPositionalEmbedding,
     PositionalEncoding,
     RotaryEmbedding,
     TokenAndPositionEmbedding,
@@ -147,6 +149,34 @@ def test_fused_layer_cast_equals_fresh_pair_with_the_same_weights(dtype: torch.d
     pair[0].lut.weight.data = layer.embeddings.lut.weight.data.clone()
     ids = torch.randint(0, 100, (3, 70))  # past max_len too
     assert torch.equal(layer(ids), pair(ids))
+
+
+@pytest.fixture
+def float64_default() -> Iterator[None]:
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def test_tables_follow_torchs_default_dtype_as_torchs_modules_do(float64_default: None) -> None:
+    # nn.Embedding's weight is float64 under a float64 default; a float32 table beside it
+    # would compute every row on the fly, and would not be the module that .double() gives.
+    layer = TokenAndPositionEmbedding(D, vocab=30, max_len=20)
+    assert layer.embeddings.lut.weight.dtype == torch.float64
+    assert layer.positional.pe.dtype == torch.float64
+    assert torch.equal(layer.positional.pe, PositionalEncoding(D, max_len=20).pe)
+    torch.set_default_dtype(torch.float32)
+    assert torch.equal(layer.positional.pe, PositionalEncoding(D, max_len=20).double().pe)
+    rope32 = RotaryEmbedding(D, max_len=20)
+    torch.set_default_dtype(torch.float64)
+    rope = RotaryEmbedding(D, max_len=20)
+    assert rope._cos.dtype == torch.float64  # the table float64 inputs are served from
+    assert torch.equal(rope._cos, rope32.double()._cos)
+    assert ALiBi(4)(3).dtype == torch.float64
+    assert LearnedPositionalEmbedding(20, D).weight.dtype == torch.float64
 
 
 def test_no_op_moves_and_casts_keep_the_buffer() -> None:

@@ -53,6 +53,8 @@ TORCH = [
     ("torch.device", "class", "tensor_attributes.html#$"),
     ("torch.manual_seed", "function", "generated/torch.manual_seed.html#$"),
     ("torch.compile", "function", "generated/torch.compile.html#$"),
+    ("torch.set_default_dtype", "function", "generated/torch.set_default_dtype.html#$"),
+    ("torch.get_default_dtype", "function", "generated/torch.get_default_dtype.html#$"),
     ("torch.func", "module", "func.html#module-$"),
     ("torch.func.vmap", "function", "generated/torch.func.vmap.html#$"),
     ("torch.nn.Module", "class", f"{MODULE}#$"),

@@ -316,7 +316,8 @@ class ALiBi(nn.Module):
             key_positions: Position of every key, ``(L_k,)`` or ``(B, L_k)``.
             batch: Batch size to check per-sequence arguments against; by
                 default the number of rows they have.
-            dtype: Floating dtype of the result (default float32).
+            dtype: Floating dtype of the result (default:
+                :func:`torch.get_default_dtype`, float32 unless set).
             device: Device of the result (default: that of ``positions``,
                 ``key_positions`` or ``offset``, else the CPU).
 
@@ -329,7 +330,9 @@ class ALiBi(nn.Module):
             ValueError: a length is negative, both ``offset`` and ``positions``
                 are given, or a shape does not match its length or the batch.
         """
-        out_dtype = _checks.floating_dtype("dtype", torch.float32 if dtype is None else dtype)
+        out_dtype = _checks.floating_dtype(
+            "dtype", torch.get_default_dtype() if dtype is None else dtype
+        )
         out_device = _default_device(device, positions, key_positions, offset)
         work = _work_device(out_device)
         about = ("an ALiBi bias", self.n_heads, torch.float64)

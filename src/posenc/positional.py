@@ -60,8 +60,11 @@ class PositionalEncoding(nn.Module):
         endpoint: Frequency spacing; see :func:`~posenc.inverse_frequencies`.
 
     Attributes:
-        pe: The precomputed table, shape ``(1, max_len, d_model)``, float32
-            until the module is cast. A non-persistent buffer: it follows
+        pe: The precomputed table, shape ``(1, max_len, d_model)``, in
+            torch's default dtype when built (float32 unless
+            :func:`torch.set_default_dtype` changed it, as for torch's own
+            modules), then in the dtype the module is cast to. A
+            non-persistent buffer: it follows
             ``.to()`` (derived again, not converted, when the dtype or device
             changes) but is not in ``state_dict()``, and there are no
             parameters. It serves inputs of its own dtype; others get their
@@ -133,15 +136,16 @@ class PositionalEncoding(nn.Module):
         self.endpoint: bool = _checks.flag("endpoint", endpoint)
         self.dropout: nn.Dropout = nn.Dropout(p=_checks.dropout(dropout))
         device = torch.empty(0).device  # the default device: "meta" under torch.device("meta")
+        dtype = torch.get_default_dtype()  # as torch's own modules: float32 unless set
         _checks.allocation(
             (1, max_len, d_model),
-            torch.float32,
+            dtype,
             device,
             lambda: f"PositionalEncoding(d_model={d_model}, max_len={max_len})'s table",
             "choose a smaller max_len (longer inputs still work: rows past max_len are "
             "computed on the fly)",
         )
-        self.register_buffer("pe", self._sinusoid(max_len, device=device)[None], persistent=False)
+        self.register_buffer("pe", self._sinusoid(max_len, dtype, device)[None], persistent=False)
 
     def reset_parameters(self) -> None:
         """Recompute :attr:`pe` in place, in its current dtype and device.
@@ -410,7 +414,7 @@ class LearnedPositionalEmbedding(nn.Module):
         self.d_model: int = _checks.positive_int("d_model", d_model)
         _checks.allocation(
             (max_len, d_model),
-            torch.float32,
+            torch.get_default_dtype(),  # the dtype torch.empty gives the weight below
             torch.empty(0).device,  # the default device
             lambda: f"LearnedPositionalEmbedding(max_len={max_len}, d_model={d_model})'s table",
         )

@@ -445,7 +445,8 @@ class RotaryEmbedding(nn.Module):
     :class:`~posenc.PositionalEncoding`.
 
     The cos and sin of the first ``max_len`` positions are computed once, in
-    float64, rounded to float32 and kept in non-persistent buffers; later
+    float64, rounded to float32 (float64 where :func:`torch.set_default_dtype`
+    made float64 the default) and kept in non-persistent buffers; later
     positions are computed on the fly with the same values. bfloat16 and
     float16 inputs are rotated in float32 and rounded once, so the output is
     within one unit in the last place of the exact rotation at any position
@@ -538,13 +539,15 @@ class RotaryEmbedding(nn.Module):
         self._freqs: Tensor = _inverse_frequencies(self._spec, None, _CPU)
         self._grows: bool = self._spec.rope_type in ("dynamic", "longrope")
         device = torch.empty(0).device  # the default device: "meta" under torch.device("meta")
+        # float32, or float64 where torch.set_default_dtype asks for it, as after .double()
+        dtype = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
         _checks.allocation(
             (2, max_len, self.rotary_dim // 2),
-            torch.float32,
+            dtype,
             device,
             lambda: f"RotaryEmbedding(head_dim={head_dim}, max_len={max_len})'s tables",
         )
-        cos, sin = self._tables(torch.float32, device)
+        cos, sin = self._tables(dtype, device)
         self.register_buffer("_cos", cos, persistent=False)
         self.register_buffer("_sin", sin, persistent=False)
 
@@ -566,7 +569,8 @@ class RotaryEmbedding(nn.Module):
         Casting or moving the module (``.to()``, ``.half()``, ``.to_empty()``)
         calls it by itself. The tables are float32, which serves float32,
         bfloat16 and float16 inputs, or float64 when the module was cast to
-        float64; they are never converted from another dtype.
+        float64 (or built while float64 was torch's default dtype); they are
+        never converted from another dtype.
 
         Example:
             >>> rope = RotaryEmbedding(16).half()
