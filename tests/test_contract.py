@@ -179,6 +179,23 @@ def test_tables_follow_torchs_default_dtype_as_torchs_modules_do(float64_default
     assert LearnedPositionalEmbedding(20, D).weight.dtype == torch.float64
 
 
+def test_results_without_a_device_go_where_torchs_factories_put_them() -> None:
+    # Inside `with torch.device("meta")` a model is built without memory; a table made
+    # on the CPU there would be computed for nothing, and sit on the wrong device.
+    with torch.device("meta"):
+        made = {
+            "sinusoidal_table": sinusoidal_table(5, D),
+            "sincos_2d": sincos_2d(2, 3, D),
+            "ALiBi": ALiBi(2)(3),
+            "ALiBi, positions given": ALiBi(2)(3, positions=torch.arange(3)),
+            "PositionalEncoding.pe": PositionalEncoding(D, max_len=10).pe,
+            "RotaryEmbedding": RotaryEmbedding(D, max_len=10)(torch.zeros(2, 3, D)),
+            "LearnedPositionalEmbedding": LearnedPositionalEmbedding(10, D).weight,
+        }
+    assert {name: t.device.type for name, t in made.items()} == dict.fromkeys(made, "meta")
+    assert sinusoidal_table(5, D).device.type == "cpu"
+
+
 def test_no_op_moves_and_casts_keep_the_buffer() -> None:
     module = PositionalEncoding(D, max_len=100)
     buffer = module.pe

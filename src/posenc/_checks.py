@@ -137,6 +137,16 @@ def token_ids(ids: object, vocab: int) -> Tensor:
     return ids
 
 
+def default_device(device: torch.device | str | None = None) -> torch.device:
+    """``device``, or where torch's factories put a tensor given no device.
+
+    That is the CPU, unless :func:`torch.set_default_device` or a ``with
+    torch.device(...)`` block says otherwise (``"meta"`` for building a model
+    without memory).
+    """
+    return torch.empty(0).device if device is None else torch.device(device)
+
+
 def readable(t: Tensor) -> bool:
     """Whether the values of ``t`` can be read on the host for free.
 

@@ -319,7 +319,8 @@ class ALiBi(nn.Module):
             dtype: Floating dtype of the result (default:
                 :func:`torch.get_default_dtype`, float32 unless set).
             device: Device of the result (default: that of ``positions``,
-                ``key_positions`` or ``offset``, else the CPU).
+                ``key_positions`` or ``offset``, else torch's default device,
+                the CPU unless set).
 
         Returns:
             ``(H, L_q, L_k)``, or ``(B, H, L_q, L_k)`` for per-sequence positions.
@@ -352,7 +353,7 @@ def _default_device(device: torch.device | str | None, *tensors: object) -> torc
     for t in tensors:
         if isinstance(t, Tensor):
             return t.device
-    return torch.device("cpu")
+    return _checks.default_device()
 
 
 # -- T5 ---------------------------------------------------------------------------------

@@ -81,7 +81,8 @@ def sincos_2d(
         convention: ``"mae"``, ``"timm"`` or ``"interleaved"``; see above.
         base: Base of the geometric progression of wavelengths.
         dtype: Floating dtype of the result.
-        device: Device of the result (default: the CPU).
+        device: Device of the result (default: torch's default device, the
+            CPU unless set).
 
     Returns:
         Tensor of shape ``(height * width, d_model)``.
@@ -120,7 +121,7 @@ def sincos_2d(
     convention = _checks.choice("convention", convention, GRID_CONVENTIONS)
     dtype = _checks.floating_dtype("dtype", dtype)
     base = _checks.base(base)
-    out_device = torch.device("cpu") if device is None else torch.device(device)
+    out_device = _checks.default_device(device)
     shape = (height * width, d_model)
     _checks.allocation(shape, dtype, out_device, lambda: f"a {height} × {width} grid's table")
     work = torch.device("cpu") if out_device.type == "mps" else out_device

@@ -135,7 +135,7 @@ class PositionalEncoding(nn.Module):
         self.layout: Layout = _checks.choice("layout", layout, LAYOUTS)
         self.endpoint: bool = _checks.flag("endpoint", endpoint)
         self.dropout: nn.Dropout = nn.Dropout(p=_checks.dropout(dropout))
-        device = torch.empty(0).device  # the default device: "meta" under torch.device("meta")
+        device = _checks.default_device()
         dtype = torch.get_default_dtype()  # as torch's own modules: float32 unless set
         _checks.allocation(
             (1, max_len, d_model),
@@ -415,7 +415,7 @@ class LearnedPositionalEmbedding(nn.Module):
         _checks.allocation(
             (max_len, d_model),
             torch.get_default_dtype(),  # the dtype torch.empty gives the weight below
-            torch.empty(0).device,  # the default device
+            _checks.default_device(),
             lambda: f"LearnedPositionalEmbedding(max_len={max_len}, d_model={d_model})'s table",
         )
         self.weight: nn.Parameter = nn.Parameter(torch.empty(self.max_len, self.d_model))

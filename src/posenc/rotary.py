@@ -538,7 +538,7 @@ class RotaryEmbedding(nn.Module):
         # Float64 and on the CPU, a plain attribute: no cast or move can round it.
         self._freqs: Tensor = _inverse_frequencies(self._spec, None, _CPU)
         self._grows: bool = self._spec.rope_type in ("dynamic", "longrope")
-        device = torch.empty(0).device  # the default device: "meta" under torch.device("meta")
+        device = _checks.default_device()
         # float32, or float64 where torch.set_default_dtype asks for it, as after .double()
         dtype = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
         _checks.allocation(

@@ -138,9 +138,9 @@ def sinusoidal_table(
             ``"concatenated"`` (all sines, then all cosines).
         endpoint: Frequency spacing; see :func:`inverse_frequencies`.
         dtype: Floating dtype of the result.
-        device: Device of the result; by default that of ``positions`` (the
-            CPU for an int). Devices without float64 (MPS) compute on the CPU
-            and move the result.
+        device: Device of the result; by default that of ``positions`` (for
+            an int, torch's default device: the CPU unless set). Devices
+            without float64 (MPS) compute on the CPU and move the result.
 
     Returns:
         Tensor of shape ``(n, d_model)`` for an int, ``(*positions.shape, d_model)``
@@ -195,7 +195,7 @@ def sinusoidal_table(
     else:
         pos = None
         shape = (_checks.nonnegative_int("positions (a length, as an int)", positions),)
-        out_device = torch.device(device) if device is not None else torch.device("cpu")
+        out_device = _checks.default_device(device)
 
     def what() -> str:
         return f"a sinusoidal table of {math.prod(shape)} positions × d_model={d_model}"
