@@ -16,10 +16,15 @@ from torch import nn
 from posenc import Embeddings, PositionalEncoding, RotaryEmbedding, TokenAndPositionEmbedding
 
 D, VOCAB, MAX_LEN = 32, 100, 64
+HEADS = 4
 
 
 def float_input(length: int) -> torch.Tensor:
     return torch.randn(2, length, D)
+
+
+def head_input(length: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.randn(2, HEADS, length, D).to(dtype)
 
 
 def id_input(length: int) -> torch.Tensor:
@@ -63,14 +68,24 @@ def test_compile_fullgraph_one_graph_for_all_lengths(
     assert backend.graphs == 1
 
 
-def test_compile_past_max_len_adds_one_graph_not_one_per_length() -> None:
-    module = PositionalEncoding(D, max_len=MAX_LEN)
+@pytest.mark.parametrize(
+    ("make", "inputs"),
+    [
+        (lambda: PositionalEncoding(D, max_len=MAX_LEN), float_input),
+        (lambda: RotaryEmbedding(D, max_len=MAX_LEN), head_input),
+    ],
+    ids=["PositionalEncoding", "RotaryEmbedding"],
+)
+def test_compile_past_max_len_adds_one_graph_not_one_per_length(
+    make: Callable[[], nn.Module], inputs: Callable[[int], torch.Tensor]
+) -> None:
+    module = make()
     backend = CountingBackend()
     compiled = torch.compile(module, backend=backend, fullgraph=True, dynamic=True)
     for length in (3, 10, MAX_LEN + 1, 100, 300):
-        x = float_input(length)
+        x = inputs(length)
         assert torch.equal(compiled(x), module(x))
-    assert backend.graphs == 2  # rows from the buffer / rows computed on the fly
+    assert backend.graphs == 2  # rows from the table / rows computed on the fly
 
 
 def test_compile_with_tensor_offsets_and_positions() -> None:
@@ -154,12 +169,6 @@ def test_deepcopy_and_pickle_round_trips(
 
 # --- RotaryEmbedding on (B, H, L, D) inputs ---------------------------------------------------
 
-HEADS = 4
-
-
-def head_input(length: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    return torch.randn(2, HEADS, length, D).to(dtype)
-
 
 @pytest.mark.parametrize("layout", ["half", "interleaved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -194,16 +203,6 @@ def test_rotary_compile_with_tensor_offsets_and_positions(
         assert torch.equal(compiled(x, positions=positions), module(x, positions=positions))
         assert torch.equal(compiled(x, offset=offset), module(x, offset=offset))
     assert backend.graphs <= 2  # one graph per keyword used, none per length
-
-
-def test_rotary_compile_past_max_len_adds_one_graph() -> None:
-    module = RotaryEmbedding(D, max_len=MAX_LEN)
-    backend = CountingBackend()
-    compiled = torch.compile(module, backend=backend, fullgraph=True, dynamic=True)
-    for length in (3, 10, MAX_LEN + 1, 100, 300):
-        x = head_input(length)
-        assert torch.equal(compiled(x), module(x))
-    assert backend.graphs == 2  # rows from the tables / rows computed on the fly
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")

@@ -147,6 +147,11 @@ def default_device(device: torch.device | str | None = None) -> torch.device:
     return torch.empty(0).device if device is None else torch.device(device)
 
 
+def work_device(device: torch.device) -> torch.device:
+    """Where float64 work for a result on ``device`` runs: MPS has no float64, so the CPU."""
+    return torch.device("cpu") if device.type == "mps" else device
+
+
 def readable(t: Tensor) -> bool:
     """Whether the values of ``t`` can be read on the host for free.
 
@@ -179,16 +184,23 @@ def plain_eager(*tensors: Tensor) -> bool:
 
 def in_range(index: Tensor, size: int, what: str, bound: str, plural: str) -> None:
     """IndexError if a readable (CPU, eager) index lies outside ``[0, size)``."""
-    # Reading values would stall an accelerator and break a compiled graph or a vmap:
-    # there the indexing kernel's own bounds check stands.
-    if index.numel() == 0 or not readable(index):
-        return
-    lo, hi = torch.aminmax(index)
-    if lo < 0 or hi >= size:
-        bad = int(lo) if lo < 0 else int(hi)
+    bad = _outside(index, size)
+    if bad is not None:
         raise IndexError(
             f"{what} {bad} is out of range for {bound}: {plural} must be in [0, {size})"
         )
+
+
+def _outside(index: Tensor, size: int) -> int | None:
+    """An entry of a readable ``index`` outside ``[0, size)``, if there is one."""
+    # Reading values would stall an accelerator and break a compiled graph or a vmap:
+    # there the indexing kernel's own bounds check stands.
+    if index.numel() == 0 or not readable(index):
+        return None
+    lo, hi = torch.aminmax(index)
+    if lo < 0:
+        return int(lo)
+    return int(hi) if hi >= size else None
 
 
 # -- Sizes -----------------------------------------------------------------------------
@@ -239,14 +251,19 @@ def allocation(
     """
     if torch.compiler.is_compiling():  # sizes are symbolic there, and the graph is built
         return
-    numel = math.prod(shape)
-    nbytes = numel * dtype.itemsize
+    nbytes = math.prod(shape) * dtype.itemsize
     limit = _memory_of(device)
     if limit is not None and nbytes > limit:
         raise ValueError(
-            f"{what()} needs {_human(nbytes)} ({' × '.join(map(str, shape))} {dtype}), more "
-            f"than the {_human(limit)} of memory on {device}: {advice}"
+            f"{what()} needs {_size(shape, dtype)}, more than the {_human(limit)} of memory "
+            f"on {device}: {advice}"
         )
+
+
+def _size(shape: tuple[int, ...], dtype: torch.dtype) -> str:
+    """``'2.05 TB (1000000000 × 512 torch.float32)'``: the bytes, then the shape and dtype."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    return f"{_human(nbytes)} ({' × '.join(map(str, shape))} {dtype})"
 
 
 def empty(
@@ -257,10 +274,9 @@ def empty(
     try:
         return torch.empty(shape, dtype=dtype, device=device)
     except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
-        nbytes = math.prod(shape) * dtype.itemsize
         raise ValueError(
-            f"{what()} needs {_human(nbytes)} ({' × '.join(map(str, shape))} {dtype}), which "
-            f"could not be allocated on {device}: ask for fewer positions"
+            f"{what()} needs {_size(shape, dtype)}, which could not be allocated on {device}: "
+            "ask for fewer positions"
         ) from exc
 
 
@@ -692,11 +708,9 @@ def learned_positions(index: Tensor, max_len: int) -> None:
     The message says why: a learned table has a row for each position it was
     trained on and nothing past them.
     """
-    if index.numel() == 0 or not readable(index):
-        return
-    lo, hi = torch.aminmax(index)
-    if lo < 0 or hi >= max_len:
-        learned_position_error(int(lo) if lo < 0 else int(hi), max_len)
+    bad = _outside(index, max_len)
+    if bad is not None:
+        learned_position_error(bad, max_len)
 
 
 def learned_position_error(position: int, max_len: int) -> None:

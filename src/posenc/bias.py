@@ -122,11 +122,6 @@ def _uncached(fn: Callable[P, R]) -> Callable[P, R]:
     return fn
 
 
-def _work_device(device: torch.device) -> torch.device:
-    """Where float64 work can run: MPS has no float64, so the CPU computes for it."""
-    return torch.device("cpu") if device.type == "mps" else device
-
-
 def _batch_of(
     batch: int | None, offset: int | Tensor, positions: object, key_positions: object
 ) -> int | None:
@@ -335,7 +330,7 @@ class ALiBi(nn.Module):
             "dtype", torch.get_default_dtype() if dtype is None else dtype
         )
         out_device = _default_device(device, positions, key_positions, offset)
-        work = _work_device(out_device)
+        work = _checks.work_device(out_device)
         about = ("an ALiBi bias", self.n_heads, torch.float64)
         relative = _relative_positions(
             query_length, key_length, offset, positions, key_positions, batch, work, about

@@ -124,7 +124,7 @@ def sincos_2d(
     out_device = _checks.default_device(device)
     shape = (height * width, d_model)
     _checks.allocation(shape, dtype, out_device, lambda: f"a {height} × {width} grid's table")
-    work = torch.device("cpu") if out_device.type == "mps" else out_device
+    work = _checks.work_device(out_device)
     half, quarter = d_model // 2, d_model // 4
     layout: Layout = "interleaved" if convention == "interleaved" else "concatenated"
     # Each axis's table rounded once to dtype: the same numbers as the float64 grid

@@ -180,10 +180,7 @@ class PositionalEncoding(nn.Module):
         return self
 
     def _sinusoid(
-        self,
-        positions: int | Tensor,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | None = None,
+        self, positions: int | Tensor, dtype: torch.dtype, device: torch.device
     ) -> Tensor:
         return sinusoidal_table(
             positions,

@@ -289,6 +289,11 @@ def _cos_sin(
     return cos.view(*positions.shape, pairs), sin.view(*positions.shape, pairs)
 
 
+def _table_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype of the tables that serve ``dtype``: float64 for float64, else float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 # -- The rotation ------------------------------------------------------------------------
 
 # Elements of x per slice on the CPU: the slice and its float32 copy stay in cache
@@ -539,8 +544,7 @@ class RotaryEmbedding(nn.Module):
         self._freqs: Tensor = _inverse_frequencies(self._spec, None, _CPU)
         self._grows: bool = self._spec.rope_type in ("dynamic", "longrope")
         device = _checks.default_device()
-        # float32, or float64 where torch.set_default_dtype asks for it, as after .double()
-        dtype = torch.float64 if torch.get_default_dtype() == torch.float64 else torch.float32
+        dtype = _table_dtype(torch.get_default_dtype())  # float64 only under a float64 default
         _checks.allocation(
             (2, max_len, self.rotary_dim // 2),
             dtype,
@@ -557,7 +561,7 @@ class RotaryEmbedding(nn.Module):
             return torch.empty(shape, dtype=dtype, device=device), torch.empty(
                 shape, dtype=dtype, device=device
             )
-        work = _CPU if device.type == "mps" else device
+        work = _checks.work_device(device)
         positions = torch.arange(self.max_len, device=work)
         cos, sin = _cos_sin(positions, self._freqs.to(work), self.attention_factor, dtype)
         return cos.to(device), sin.to(device)
@@ -579,7 +583,7 @@ class RotaryEmbedding(nn.Module):
             >>> torch.equal(rope._cos, RotaryEmbedding(16)._cos)
             True
         """
-        dtype = torch.float64 if self._cos.dtype == torch.float64 else torch.float32
+        dtype = _table_dtype(self._cos.dtype)
         with torch.no_grad():
             self._cos, self._sin = self._tables(dtype, self._cos.device)
 
@@ -681,7 +685,7 @@ class RotaryEmbedding(nn.Module):
             limit = min(limit, spec.original_max_position_embeddings)
         if dtype == cos.dtype and device == cos.device and where.within(limit):
             return where.take(cos), where.take(self._sin)
-        work = _CPU if device.type == "mps" else device
+        work = _checks.work_device(device)
         freqs = self._frequencies(where, work)
         cos, sin = _cos_sin(where.tensor(work), freqs, self.attention_factor, dtype)
         return cos.to(device), sin.to(device)
@@ -724,8 +728,7 @@ class RotaryEmbedding(nn.Module):
         x = _checks.rotary_input(x, self.head_dim)
         batch = x.shape[0] if x.dim() >= 3 else None
         where = resolve(x.shape[-2], offset=offset, positions=positions, batch=batch)
-        work = torch.float64 if x.dtype == torch.float64 else torch.float32
-        cos, sin = self._rows(where, work, x.device)
+        cos, sin = self._rows(where, _table_dtype(x.dtype), x.device)
         if cos.dim() == 3 and x.dim() > 3:  # one row per sequence: broadcast over the heads
             cos = cos.view(cos.shape[0], *(1,) * (x.dim() - 3), *cos.shape[1:])
             sin = sin.view(cos.shape)

@@ -201,8 +201,7 @@ def sinusoidal_table(
         return f"a sinusoidal table of {math.prod(shape)} positions × d_model={d_model}"
 
     _checks.allocation((*shape, d_model), dtype, out_device, what)
-    # float64 is the working precision; MPS (and any device without it) works on the CPU.
-    work_device = torch.device("cpu") if out_device.type == "mps" else out_device
+    work_device = _checks.work_device(out_device)  # float64 is the working precision
     n = math.prod(shape)
     if n == 0:
         return torch.empty((*shape, d_model), dtype=dtype, device=out_device)
@@ -619,7 +618,7 @@ def timestep_embedding(
             f"-k / (dim // 2 - downscale_freq_shift) would divide by zero"
         )
     out_device = timesteps.device
-    work = torch.device("cpu") if out_device.type == "mps" else out_device
+    work = _checks.work_device(out_device)
     shape = (*timesteps.shape, dim)
     _checks.allocation(shape, torch.float64, work, lambda: f"a timestep embedding {shape}")
     k = torch.arange(half, dtype=torch.float64, device=work)
