@@ -10,13 +10,13 @@ range-checked on the CPU only; elsewhere the embedding kernel checks them).
 from __future__ import annotations
 
 import math
-import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
 import torch
 from torch import Tensor
-from torch.autograd import forward_ad
+
+from ._runtime import readable
 
 T = TypeVar("T")
 
@@ -137,51 +137,6 @@ def token_ids(ids: object, vocab: int) -> Tensor:
     return ids
 
 
-def default_device(device: torch.device | str | None = None) -> torch.device:
-    """``device``, or where torch's factories put a tensor given no device.
-
-    That is the CPU, unless :func:`torch.set_default_device` or a ``with
-    torch.device(...)`` block says otherwise (``"meta"`` for building a model
-    without memory).
-    """
-    return torch.empty(0).device if device is None else torch.device(device)
-
-
-def work_device(device: torch.device) -> torch.device:
-    """Where float64 work for a result on ``device`` runs: MPS has no float64, so the CPU."""
-    return torch.device("cpu") if device.type == "mps" else device
-
-
-def readable(t: Tensor) -> bool:
-    """Whether the values of ``t`` can be read on the host for free.
-
-    True on the CPU, eagerly. False on an accelerator (a read is a sync), under
-    :func:`torch.compile` (it would break the graph) and for a tensor wrapped by a
-    :mod:`torch.func` transform (under :func:`torch.func.vmap` a read is data-dependent
-    control flow, which vmap refuses). Where it is False, a check of values is left to
-    the indexing kernel, and positions are computed rather than looked up.
-    """
-    return (
-        t.device.type == "cpu"
-        and not torch.compiler.is_compiling()
-        and not torch._C._functorch.is_functorch_wrapped_tensor(t)
-    )
-
-
-def plain_eager(*tensors: Tensor) -> bool:
-    """Whether writing into preallocated outputs (``out=``, in place) is invisible.
-
-    True when nothing records the operations: not under :func:`torch.compile`, no
-    :mod:`torch.func` transform active (``vmap`` has no rule for ``out=`` operations),
-    no forward-mode AD level open, and no autograd graph to build for ``tensors``.
-    """
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
-        return False
-    if forward_ad._current_level >= 0:  # inside a dual_level(): tensors may carry tangents
-        return False
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
-
-
 def in_range(index: Tensor, size: int, what: str, bound: str, plural: str) -> None:
     """IndexError if a readable (CPU, eager) index lies outside ``[0, size)``."""
     bad = _outside(index, size)
@@ -201,83 +156,6 @@ def _outside(index: Tensor, size: int) -> int | None:
     if lo < 0:
         return int(lo)
     return int(hi) if hi >= size else None
-
-
-# -- Sizes -----------------------------------------------------------------------------
-
-
-def _human(nbytes: float) -> str:
-    for unit in ("bytes", "KB", "MB", "GB", "TB", "PB"):
-        if nbytes < 1000 or unit == "PB":
-            return f"{nbytes:.3g} {unit}" if unit != "bytes" else f"{int(nbytes)} bytes"
-        nbytes /= 1000
-    raise AssertionError  # pragma: no cover
-
-
-def _memory_of(device: torch.device) -> int | None:
-    """Bytes of memory a tensor on ``device`` can use at most; None when unknown."""
-    if device.type == "cpu":
-        try:
-            limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError, AttributeError):  # pragma: no cover (not POSIX)
-            return None
-        try:  # a container's cgroup (v2) limit, where it is lower
-            with open("/sys/fs/cgroup/memory.max") as f:
-                text = f.read().strip()
-            if text.isdigit():
-                limit = min(limit, int(text))
-        except OSError:
-            pass
-        return int(limit)
-    if device.type == "cuda" and torch.cuda.is_available():
-        return int(torch.cuda.mem_get_info(device)[1])
-    return None
-
-
-Describe = Callable[[], str]
-
-
-def allocation(
-    shape: tuple[int, ...],
-    dtype: torch.dtype,
-    device: torch.device,
-    what: Describe,
-    advice: str = "ask for fewer positions",
-) -> None:
-    """Refuse, before any work, a tensor larger than the memory of its device.
-
-    ``what`` says, when called, what the tensor is: the message is built only on
-    failure (formatting a size would fix it in a compiled graph).
-    """
-    if torch.compiler.is_compiling():  # sizes are symbolic there, and the graph is built
-        return
-    nbytes = math.prod(shape) * dtype.itemsize
-    limit = _memory_of(device)
-    if limit is not None and nbytes > limit:
-        raise ValueError(
-            f"{what()} needs {_size(shape, dtype)}, more than the {_human(limit)} of memory "
-            f"on {device}: {advice}"
-        )
-
-
-def _size(shape: tuple[int, ...], dtype: torch.dtype) -> str:
-    """``'2.05 TB (1000000000 × 512 torch.float32)'``: the bytes, then the shape and dtype."""
-    nbytes = math.prod(shape) * dtype.itemsize
-    return f"{_human(nbytes)} ({' × '.join(map(str, shape))} {dtype})"
-
-
-def empty(
-    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, what: Describe
-) -> Tensor:
-    """``torch.empty``, with the size guard before and an allocation failure explained."""
-    allocation(shape, dtype, device, what)
-    try:
-        return torch.empty(shape, dtype=dtype, device=device)
-    except (RuntimeError, MemoryError) as exc:  # torch.OutOfMemoryError is a RuntimeError
-        raise ValueError(
-            f"{what()} needs {_size(shape, dtype)}, which could not be allocated on {device}: "
-            "ask for fewer positions"
-        ) from exc
 
 
 # -- Attention shapes --------------------------------------------------------------------

@@ -47,7 +47,7 @@ from typing import ParamSpec, TypeVar, cast
 import torch
 from torch import Tensor, nn
 
-from . import _checks
+from . import _checks, _runtime
 from ._rounding import round_once
 from .positions import resolve
 
@@ -194,7 +194,7 @@ def _relative_positions(
     ]
     name, n_heads, dtype = bias
     shape = (*([max(rows)] if rows else []), n_heads, lq, lk)
-    _checks.allocation(shape, dtype, device, lambda: f"{name} of shape {shape}")
+    _runtime.allocation(shape, dtype, device, lambda: f"{name} of shape {shape}")
     q, k = queries.tensor(device), keys.tensor(device)
     return k.unsqueeze(-2) - q.unsqueeze(-1)
 
@@ -330,7 +330,7 @@ class ALiBi(nn.Module):
             "dtype", torch.get_default_dtype() if dtype is None else dtype
         )
         out_device = _default_device(device, positions, key_positions, offset)
-        work = _checks.work_device(out_device)
+        work = _runtime.work_device(out_device)
         about = ("an ALiBi bias", self.n_heads, torch.float64)
         relative = _relative_positions(
             query_length, key_length, offset, positions, key_positions, batch, work, about
@@ -348,7 +348,7 @@ def _default_device(device: torch.device | str | None, *tensors: object) -> torc
     for t in tensors:
         if isinstance(t, Tensor):
             return t.device
-    return _checks.default_device()
+    return _runtime.default_device()
 
 
 # -- T5 ---------------------------------------------------------------------------------

@@ -29,9 +29,8 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.nn.modules import module as _module
 
-from . import _checks
+from . import _checks, _runtime
 from .positional import PositionalEncoding
 from .positions import resolve
 from .sinusoid import Layout
@@ -248,7 +247,7 @@ class TokenAndPositionEmbedding(nn.Module):
             weight.device.type == "cpu"
             and weight.dtype.itemsize >= 4
             and self.embeddings.lut.max_norm is None  # F.embedding would renormalise rows
-            and _checks.plain_eager(weight)
+            and _runtime.plain_eager(weight)
         )
 
     def _in_blocks(self, ids: Tensor, rows: Tensor) -> Tensor:
@@ -298,9 +297,7 @@ class TokenAndPositionEmbedding(nn.Module):
             or type(pe.dropout) is not nn.Dropout
         ):
             return False
-        if any(_has_hooks(m) for m in children):
-            return False
-        return not any(getattr(_module, name, None) for name in _GLOBAL_HOOKS)
+        return not _runtime.has_hooks(*children)
 
     def _load_from_state_dict(
         self,
@@ -319,20 +316,3 @@ class TokenAndPositionEmbedding(nn.Module):
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
-
-
-_GLOBAL_HOOKS = (
-    "_global_forward_hooks",
-    "_global_forward_pre_hooks",
-    "_global_backward_hooks",
-    "_global_backward_pre_hooks",
-)
-
-
-def _has_hooks(module: nn.Module) -> bool:
-    return bool(
-        module._forward_hooks
-        or module._forward_pre_hooks
-        or module._backward_hooks
-        or module._backward_pre_hooks
-    )

@@ -27,7 +27,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-from . import _checks
+from . import _checks, _runtime
 from .sinusoid import Layout, sinusoidal_table
 
 __all__ = ["GRID_CONVENTIONS", "GridConvention", "sincos_2d"]
@@ -121,10 +121,10 @@ def sincos_2d(
     convention = _checks.choice("convention", convention, GRID_CONVENTIONS)
     dtype = _checks.floating_dtype("dtype", dtype)
     base = _checks.base(base)
-    out_device = _checks.default_device(device)
+    out_device = _runtime.default_device(device)
     shape = (height * width, d_model)
-    _checks.allocation(shape, dtype, out_device, lambda: f"a {height} × {width} grid's table")
-    work = _checks.work_device(out_device)
+    _runtime.allocation(shape, dtype, out_device, lambda: f"a {height} × {width} grid's table")
+    work = _runtime.work_device(out_device)
     half, quarter = d_model // 2, d_model // 4
     layout: Layout = "interleaved" if convention == "interleaved" else "concatenated"
     # Each axis's table rounded once to dtype: the same numbers as the float64 grid

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from . import _checks
+from . import _checks, _runtime
 from .positions import Positions, resolve
 from .sinusoid import LAYOUTS, Layout, sinusoidal_table
 
@@ -135,9 +135,9 @@ class PositionalEncoding(nn.Module):
         self.layout: Layout = _checks.choice("layout", layout, LAYOUTS)
         self.endpoint: bool = _checks.flag("endpoint", endpoint)
         self.dropout: nn.Dropout = nn.Dropout(p=_checks.dropout(dropout))
-        device = _checks.default_device()
+        device = _runtime.default_device()
         dtype = torch.get_default_dtype()  # as torch's own modules: float32 unless set
-        _checks.allocation(
+        _runtime.allocation(
             (1, max_len, d_model),
             dtype,
             device,
@@ -409,10 +409,10 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.max_len: int = _checks.positive_int("max_len", max_len)
         self.d_model: int = _checks.positive_int("d_model", d_model)
-        _checks.allocation(
+        _runtime.allocation(
             (max_len, d_model),
             torch.get_default_dtype(),  # the dtype torch.empty gives the weight below
-            _checks.default_device(),
+            _runtime.default_device(),
             lambda: f"LearnedPositionalEmbedding(max_len={max_len}, d_model={d_model})'s table",
         )
         self.weight: nn.Parameter = nn.Parameter(torch.empty(self.max_len, self.d_model))

@@ -38,7 +38,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from . import _checks
+from . import _checks, _runtime
 
 __all__ = ["Positions", "positions_from_lengths", "positions_from_mask", "resolve"]
 
@@ -83,7 +83,7 @@ class Positions(NamedTuple):
         """Whether every position is known to lie in ``[0, size)``, without a device sync.
 
         True for a ``start`` whose rows fit; for ``values``, the range is read
-        only where that is free: on the CPU, eagerly (see ``_checks.readable``).
+        only where that is free: on the CPU, eagerly (see ``_runtime.readable``).
         Elsewhere the answer is False, and the caller computes the rows instead
         of reading them from a table of ``size`` rows.
 
@@ -99,7 +99,7 @@ class Positions(NamedTuple):
         assert values is not None
         if values.numel() == 0:
             return True
-        if not _checks.readable(values):
+        if not _runtime.readable(values):
             return False
         lo, hi = torch.aminmax(values)
         return bool(lo >= 0) and bool(hi < size)

@@ -36,7 +36,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from . import _checks
+from . import _checks, _runtime
 from ._checks import ROPE_TYPES, RopeScaling
 from ._rounding import round_once
 from .positions import Positions, resolve
@@ -281,8 +281,8 @@ def _cos_sin(
     flat = positions.reshape(-1)
     shape = (flat.numel(), pairs)
     what = lambda: f"rotary tables of {flat.numel()} positions × {pairs} pairs"  # noqa: E731
-    cos = _checks.empty(shape, dtype, positions.device, what)
-    sin = _checks.empty(shape, dtype, positions.device, what)
+    cos = _runtime.empty(shape, dtype, positions.device, what)
+    sin = _runtime.empty(shape, dtype, positions.device, what)
     step = max(1, _CHUNK // pairs)
     for start in range(0, flat.numel(), step):
         cos[start : start + step], sin[start : start + step] = tables(flat[start : start + step])
@@ -361,7 +361,7 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tensor
     """The rotation, on checked arguments."""
     work = torch.promote_types(x.dtype, cos.dtype)
     cos, sin = cos.to(work), sin.to(work)
-    if not _checks.plain_eager(x, cos, sin):
+    if not _runtime.plain_eager(x, cos, sin):
         return _rotated(x, cos, sin, layout, work)
     # Eager, no autograd: into one output, a slice of positions at a time on the CPU. Each
     # slice is multiplied by the widened cos table into the output, then the sin products
@@ -543,9 +543,9 @@ class RotaryEmbedding(nn.Module):
         # Float64 and on the CPU, a plain attribute: no cast or move can round it.
         self._freqs: Tensor = _inverse_frequencies(self._spec, None, _CPU)
         self._grows: bool = self._spec.rope_type in ("dynamic", "longrope")
-        device = _checks.default_device()
+        device = _runtime.default_device()
         dtype = _table_dtype(torch.get_default_dtype())  # float64 only under a float64 default
-        _checks.allocation(
+        _runtime.allocation(
             (2, max_len, self.rotary_dim // 2),
             dtype,
             device,
@@ -561,7 +561,7 @@ class RotaryEmbedding(nn.Module):
             return torch.empty(shape, dtype=dtype, device=device), torch.empty(
                 shape, dtype=dtype, device=device
             )
-        work = _checks.work_device(device)
+        work = _runtime.work_device(device)
         positions = torch.arange(self.max_len, device=work)
         cos, sin = _cos_sin(positions, self._freqs.to(work), self.attention_factor, dtype)
         return cos.to(device), sin.to(device)
@@ -685,7 +685,7 @@ class RotaryEmbedding(nn.Module):
             limit = min(limit, spec.original_max_position_embeddings)
         if dtype == cos.dtype and device == cos.device and where.within(limit):
             return where.take(cos), where.take(self._sin)
-        work = _checks.work_device(device)
+        work = _runtime.work_device(device)
         freqs = self._frequencies(where, work)
         cos, sin = _cos_sin(where.tensor(work), freqs, self.attention_factor, dtype)
         return cos.to(device), sin.to(device)

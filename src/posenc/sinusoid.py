@@ -38,14 +38,13 @@ from __future__ import annotations
 import decimal
 import functools
 import math
-import sys
-from collections.abc import Callable, Iterator
-from typing import Any, Literal, TypeVar
+from collections.abc import Iterator
+from typing import Literal
 
 import torch
 from torch import Tensor
 
-from . import _checks
+from . import _checks, _runtime
 from ._rounding import round_into, round_once
 
 __all__ = ["LAYOUTS", "Layout", "inverse_frequencies", "sinusoidal_table", "timestep_embedding"]
@@ -195,17 +194,17 @@ def sinusoidal_table(
     else:
         pos = None
         shape = (_checks.nonnegative_int("positions (a length, as an int)", positions),)
-        out_device = _checks.default_device(device)
+        out_device = _runtime.default_device(device)
 
     def what() -> str:
         return f"a sinusoidal table of {math.prod(shape)} positions × d_model={d_model}"
 
-    _checks.allocation((*shape, d_model), dtype, out_device, what)
-    work_device = _checks.work_device(out_device)  # float64 is the working precision
+    _runtime.allocation((*shape, d_model), dtype, out_device, what)
+    work_device = _runtime.work_device(out_device)  # float64 is the working precision
     n = math.prod(shape)
     if n == 0:
         return torch.empty((*shape, d_model), dtype=dtype, device=out_device)
-    constants = _frequencies(d_model, _constant(base), endpoint)
+    constants = _frequencies(d_model, _runtime.constant(base), endpoint)
     freqs = _Frequencies(constants, work_device)
     if pos is None:
         # Whole blocks of rows per piece, as many as fit in _PIECE cells.
@@ -213,7 +212,7 @@ def sinusoidal_table(
         if n <= blocks_per_piece * _BLOCK:
             table = _range_table(n, freqs, layout, d_model)
             return round_once(table, dtype).to(out_device, dtype)
-        out = _checks.empty((n, d_model), dtype, work_device, what)
+        out = _runtime.empty((n, d_model), dtype, work_device, what)
         _touch_pages(out)
         _fill_range(out, blocks_per_piece, freqs, layout)
         return out.to(device=out_device)
@@ -226,7 +225,7 @@ def sinusoidal_table(
     if one_piece:
         _, table = next(pieces)
         return round_once(table, dtype).reshape(*shape, d_model).to(out_device, dtype)
-    out = _checks.empty((n, d_model), dtype, work_device, what)
+    out = _runtime.empty((n, d_model), dtype, work_device, what)
     for start, piece in pieces:
         round_into(out[start : start + piece.shape[0]], piece)
     return out.reshape(*shape, d_model).to(device=out_device)
@@ -273,36 +272,7 @@ _SMALL = 1 << 12
 Constants = tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]
 
 
-def _constant(base: float) -> float:
-    """``base``, as a constant of a graph that torch.compile traces.
-
-    The frequencies are constants of the configuration. Releases of torch.compile that
-    trace float attributes as symbols (``specialize_float=False``, the default since
-    about 2.6) make a constant of their exact ratio of integers again; older ones hold
-    floats as constants already, and cannot trace that ratio.
-    """
-    if torch.compiler.is_compiling():
-        config = sys.modules.get("torch._dynamo.config")
-        if not getattr(config, "specialize_float", True):
-            numerator, denominator = base.as_integer_ratio()
-            return numerator / denominator
-    return base
-
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _constant_result(fn: F) -> F:
-    """Mark ``fn`` as :func:`torch.compiler.assume_constant_result` does.
-
-    That function sets this one attribute, after importing ``torch._dynamo``, which takes
-    about a second: here at import time it would be most of ``import posenc``.
-    """
-    fn._dynamo_marked_constant = True  # type: ignore[attr-defined]
-    return fn
-
-
-@_constant_result
+@_runtime.constant_result
 def _frequencies(d_model: int, base: float, endpoint: bool) -> Constants:
     """``(freqs, heads, tails)``: constants of the configuration, for torch.compile too."""
     return _frequencies_cached(d_model, base, endpoint)
@@ -471,7 +441,7 @@ def _pieces_of_positions(
     magnitude = flat.abs()
     block_steps = torch.div(magnitude, _BLOCK, rounding_mode="floor") * _BLOCK
     in_block = magnitude - block_steps
-    if not _checks.readable(flat) or n * freqs.pairs <= _SMALL:
+    if not _runtime.readable(flat) or n * freqs.pairs <= _SMALL:
         # Factors per row: no data-dependent shapes (no sync on accelerators, traceable),
         # and the fewest operations for the few rows a forward pass computes.
         def rows(start: int, stop: int) -> Tensor:
@@ -618,9 +588,9 @@ def timestep_embedding(
             f"-k / (dim // 2 - downscale_freq_shift) would divide by zero"
         )
     out_device = timesteps.device
-    work = _checks.work_device(out_device)
+    work = _runtime.work_device(out_device)
     shape = (*timesteps.shape, dim)
-    _checks.allocation(shape, torch.float64, work, lambda: f"a timestep embedding {shape}")
+    _runtime.allocation(shape, torch.float64, work, lambda: f"a timestep embedding {shape}")
     k = torch.arange(half, dtype=torch.float64, device=work)
     # One frequency (dim 2 or 3): k = 0 only, frequency 1 whatever the shift.
     freqs = torch.pow(max_period, -k / span) if span != 0 else torch.ones_like(k)
