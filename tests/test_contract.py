@@ -424,8 +424,8 @@ def test_importing_posenc_loads_no_compiler_and_computes_nothing() -> None:
     # torch._dynamo takes about a second to import; torch.compile loads it when it is used.
     code = (
         "import sys, torch; import posenc; "
-        "from posenc import sinusoid; "
-        "print('torch._dynamo' in sys.modules, sinusoid._frequencies_cached.cache_info().currsize)"
+        "from posenc import frequencies; "
+        "print('torch._dynamo' in sys.modules, frequencies._exact.cache_info().currsize)"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert run.stdout.split() == ["False", "0"]

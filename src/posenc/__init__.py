@@ -20,13 +20,8 @@ from .rotary import (
     apply_rotary,
     rope_frequencies,
 )
-from .sinusoid import (
-    LAYOUTS,
-    Layout,
-    inverse_frequencies,
-    sinusoidal_table,
-    timestep_embedding,
-)
+from .sinusoid import LAYOUTS, Layout, inverse_frequencies, sinusoidal_table
+from .timesteps import timestep_embedding
 
 __version__ = "0.1.0"
 

@@ -44,7 +44,7 @@ def sincos_2d(
     *,
     convention: GridConvention = "mae",
     base: float = 10_000.0,
-    dtype: torch.dtype = torch.float32,
+    dtype: torch.dtype | None = None,
     device: torch.device | str | None = None,
 ) -> Tensor:
     r"""The 2-D sin-cos encoding of a ``height × width`` grid, one row per cell.
@@ -119,7 +119,7 @@ def sincos_2d(
             f"each of two coordinates), got {d_model}"
         )
     convention = _checks.choice("convention", convention, GRID_CONVENTIONS)
-    dtype = _checks.floating_dtype("dtype", dtype)
+    dtype = _checks.floating_dtype("dtype", _runtime.default_dtype(dtype))
     base = _checks.base(base)
     out_device = _runtime.default_device(device)
     shape = (height * width, d_model)
