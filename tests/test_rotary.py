@@ -279,7 +279,7 @@ def test_keys_a_type_does_not_read_are_accepted_and_none_counts_as_missing() -> 
         "rope_theta": 10_000.0,
         "original_max_position_embeddings": None,
         "attention_factor": None,
-        "mrope_section": [16, 24, 24],
+        "mrope_section": None,
         "type": "linear",
     }
     freqs, _ = rope_frequencies(64, scaling=config_like)

@@ -28,13 +28,14 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from . import _checks, _runtime
+from ._tables import DerivedTables
 from .positions import Positions, resolve
 from .sinusoid import LAYOUTS, Layout, sinusoidal_table
 
 __all__ = ["LearnedPositionalEmbedding", "PositionalEncoding"]
 
 
-class PositionalEncoding(nn.Module):
+class PositionalEncoding(DerivedTables):
     """Adds the sinusoidal encoding of each position, then applies dropout.
 
     ``PositionalEncoding(d_model, dropout, max_len)`` takes the arguments of the
@@ -117,6 +118,7 @@ class PositionalEncoding(nn.Module):
     """
 
     pe: Tensor
+    _table_names = ("pe",)
 
     def __init__(
         self,
@@ -135,17 +137,19 @@ class PositionalEncoding(nn.Module):
         self.layout: Layout = _checks.choice("layout", layout, LAYOUTS)
         self.endpoint: bool = _checks.flag("endpoint", endpoint)
         self.dropout: nn.Dropout = nn.Dropout(p=_checks.dropout(dropout))
-        device = _runtime.default_device()
-        dtype = torch.get_default_dtype()  # as torch's own modules: float32 unless set
-        _runtime.allocation(
-            (1, max_len, d_model),
-            dtype,
-            device,
-            lambda: f"PositionalEncoding(d_model={d_model}, max_len={max_len})'s table",
+        self._register_tables(
             "choose a smaller max_len (longer inputs still work: rows past max_len are "
-            "computed on the fly)",
+            "computed on the fly)"
         )
-        self.register_buffer("pe", self._sinusoid(max_len, dtype, device)[None], persistent=False)
+
+    def _table_shapes(self) -> tuple[tuple[int, ...], ...]:
+        return ((1, self.max_len, self.d_model),)
+
+    def _derive(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
+        return (self._sinusoid(self.max_len, dtype, device)[None],)
+
+    def _describe(self) -> str:
+        return f"PositionalEncoding(d_model={self.d_model}, max_len={self.max_len})'s table"
 
     def reset_parameters(self) -> None:
         """Recompute :attr:`pe` in place, in its current dtype and device.
@@ -166,18 +170,7 @@ class PositionalEncoding(nn.Module):
             >>> torch.equal(pe.half().float().pe, pe.pe)
             True
         """
-        with torch.no_grad():
-            table = self._sinusoid(self.max_len, self.pe.dtype, self.pe.device)
-            self.pe.copy_(table.unsqueeze(0))
-
-    def _apply(self, fn: Any, recurse: bool = True) -> PositionalEncoding:
-        before = self.pe
-        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
-        # A new tensor (another dtype or device, to_empty) holds converted or undefined
-        # values: derive the table again. The same tensor (a no-op .to()) is kept as is.
-        if self.pe is not before and self.pe.is_floating_point() and not self.pe.is_meta:
-            self.reset_parameters()
-        return self
+        super().reset_parameters()
 
     def _sinusoid(
         self, positions: int | Tensor, dtype: torch.dtype, device: torch.device
@@ -210,7 +203,7 @@ class PositionalEncoding(nn.Module):
         offset: int | Tensor = 0,
         positions: Tensor | None = None,
         batch: int | None = None,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ) -> Tensor:
         """The rows that :meth:`forward` adds to an input of ``length`` tokens, as a new tensor.
@@ -224,7 +217,9 @@ class PositionalEncoding(nn.Module):
             positions: The position of every token; excludes ``offset``.
             batch: Batch size B of the input, to check per-sequence ``offset``
                 and ``positions`` against; None for an unbatched input.
-            dtype: Floating dtype of the result.
+            dtype: Floating dtype of the result (default: the module's, that of
+                :attr:`pe`; rows for another dtype are computed from float64 and
+                rounded once to it).
             device: Device of the result (default: that of :attr:`pe`).
 
         Returns:
@@ -245,12 +240,11 @@ class PositionalEncoding(nn.Module):
             (True, True)
         """
         length = _checks.nonnegative_int("length", length)
-        dtype = _checks.floating_dtype("dtype", dtype)
+        dtype = _checks.floating_dtype("dtype", self._dtype if dtype is None else dtype)
         device = self.pe.device if device is None else torch.device(device)
         where = resolve(length, offset=offset, positions=positions, batch=batch)
-        rows = self._rows(where, dtype, device)
-        shares = rows.untyped_storage().data_ptr() == self.pe.untyped_storage().data_ptr()
-        return rows.clone() if shares else rows
+        (rows,) = self._fresh(self._rows(where, dtype, device))
+        return rows
 
     def _rows(self, where: Positions, dtype: torch.dtype, device: torch.device) -> Tensor:
         """The table's rows at ``where``, possibly a view of :attr:`pe`: read, never written.
@@ -260,9 +254,8 @@ class PositionalEncoding(nn.Module):
         tensor positions that cannot be range-checked for free are computed from
         float64, with the same values.
         """
-        table = self.pe
-        if dtype == table.dtype and device == table.device and where.within(table.shape[1]):
-            return where.take(table[0])
+        if self._serves(dtype, device) and where.within(self.max_len):
+            return where.take(self.pe[0])
         return self._sinusoid(where.tensor(device), dtype, device)
 
     def forward(
@@ -329,13 +322,16 @@ def _check_stored_table(stored: object, module: PositionalEncoding) -> str:
             f"expected a table of shape (1, max_len, {d_model}) for d_model={d_model}, "
             f"got shape {tuple(stored.shape)}"
         )
+    dtype = stored.dtype
     stored = stored.detach().to("cpu", torch.float64)
     exact = module._sinusoid(stored.shape[1], dtype=torch.float64, device=torch.device("cpu"))
     # Tables computed in float32 (the Annotated Transformer's) drift from the exact
-    # values by about 1e-7 per position; fp16 tables are off by up to 5e-4. A table
-    # of another convention (layout, base, learned) differs by O(1).
+    # values by about 1e-7 per position; a table saved in a narrower dtype is also
+    # rounded to it, by up to one unit in its last place (bfloat16: 2**-8 near 1). A
+    # table of another convention (layout, base, learned) differs by O(1).
     pos = torch.arange(stored.shape[1], dtype=torch.float64).unsqueeze(-1)
-    tolerance = 1e-3 + 4e-7 * pos
+    ulp = torch.finfo(dtype).eps * exact.abs().clamp(min=torch.finfo(dtype).tiny)
+    tolerance = 1e-3 + 4e-7 * pos + ulp
     bad = ~((stored[0] - exact).abs() <= tolerance)  # NaN counts as bad
     if bool(bad.any()):
         row, col = divmod(int(bad.flatten().nonzero()[0]), d_model)

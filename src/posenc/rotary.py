@@ -30,16 +30,18 @@ frequency formula, for the scalings of Hugging Face's ``rope_parameters`` too;
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any, Literal
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from . import _checks, _runtime
-from ._checks import ROPE_TYPES, RopeScaling
+from . import _checks, _runtime, rope_config
 from ._rounding import round_once
+from ._tables import DerivedTables
 from .positions import Positions, resolve
+from .rope_config import ROPE_TYPES, RopeConfig
 
 __all__ = [
     "ROPE_TYPES",
@@ -156,102 +158,9 @@ def rope_frequencies(
     """
     head_dim = _checks.positive_int("head_dim", head_dim)
     base = _checks.base(base)
-    spec = _checks.rope_scaling(scaling, head_dim, base)
+    config = rope_config.parse(scaling, head_dim, base)
     length = _checks.seq_len(seq_len)
-    return _inverse_frequencies(spec, length, _CPU), _attention_factor(spec)
-
-
-def _geometric(base: float | Tensor, dim: int, count: int, device: torch.device) -> Tensor:
-    """``base ** (-2k / dim)`` for ``k < count``: the frequencies of RoFormer."""
-    exponents = torch.arange(0, 2 * count, 2, dtype=_F64, device=device) / dim
-    return torch.pow(base, -exponents)
-
-
-def _ntk_base(spec: RopeScaling, seq_len: int | Tensor | None) -> float | Tensor:
-    """Dynamic NTK: the base grows with the length past ``max_position_embeddings``."""
-    trained, s, d = spec.max_position_embeddings, spec.factor, spec.rotary_dim
-    if seq_len is None:
-        length: float | Tensor = float(trained)
-    elif isinstance(seq_len, Tensor):
-        length = seq_len.to(_F64).clamp(min=trained)
-    else:
-        length = float(max(seq_len, trained))
-    return spec.base * (s * length / trained - (s - 1)) ** (d / (d - 2))
-
-
-def _yarn_ramp(spec: RopeScaling, device: torch.device) -> Tensor:
-    """YaRN's share of interpolation per pair: 0 for fast pairs, 1 for slow ones."""
-    d, trained = spec.rotary_dim, spec.original_max_position_embeddings
-
-    def pair_index(rotations: float) -> float:
-        # The (fractional) pair whose wavelength fits `rotations` times into the trained length.
-        return d * math.log(trained / (rotations * 2 * math.pi)) / (2 * math.log(spec.base))
-
-    low, high = pair_index(spec.beta_fast), pair_index(spec.beta_slow)
-    if spec.truncate:
-        low, high = math.floor(low), math.ceil(high)
-    low, high = max(low, 0), min(high, d - 1)
-    if low == high:
-        high += 0.001  # as in the reference code: no division by zero
-    k = torch.arange(d // 2, dtype=_F64, device=device)
-    return ((k - low) / (high - low)).clamp(0.0, 1.0)
-
-
-def _inverse_frequencies(
-    spec: RopeScaling, seq_len: int | Tensor | None, device: torch.device
-) -> Tensor:
-    """The float64 frequencies of ``spec`` for a sequence of ``seq_len`` positions."""
-    kind, d = spec.rope_type, spec.rotary_dim
-    if kind == "proportional":
-        turning = int(spec.partial_rotary_factor * spec.head_dim // 2)
-        zeros = torch.zeros(spec.head_dim // 2 - turning, dtype=_F64, device=device)
-        return torch.cat((_geometric(spec.base, d, turning, device) / spec.factor, zeros))
-    if kind == "dynamic":
-        return _geometric(_ntk_base(spec, seq_len), d, d // 2, device)
-    theta = _geometric(spec.base, d, d // 2, device)
-    if kind == "default":
-        return theta
-    if kind == "linear":
-        return theta / spec.factor
-    if kind == "yarn":
-        interpolated = _yarn_ramp(spec, device)
-        return theta / spec.factor * interpolated + theta * (1 - interpolated)
-    if kind == "llama3":
-        trained, s = spec.original_max_position_embeddings, spec.factor
-        low, high = spec.low_freq_factor, spec.high_freq_factor
-        wavelength = 2 * math.pi / theta
-        kept = torch.where(wavelength > trained / low, theta / s, theta)
-        blend = (trained / wavelength - low) / (high - low)
-        between = (wavelength >= trained / high) & (wavelength <= trained / low)
-        return torch.where(between, (1 - blend) * kept / s + blend * kept, kept)
-    # longrope
-    short = torch.tensor(spec.short_factor, dtype=_F64, device=device)
-    long = torch.tensor(spec.long_factor, dtype=_F64, device=device)
-    trained = spec.original_max_position_embeddings
-    if isinstance(seq_len, Tensor):
-        factors = torch.where(seq_len.to(device) > trained, long, short)
-    else:
-        factors = long if seq_len is not None and seq_len > trained else short
-    return theta / factors
-
-
-def _attention_factor(spec: RopeScaling) -> float:
-    """The factor on cos and sin: YaRN's and LongRoPE's; 1 for the other types."""
-    if spec.rope_type not in ("yarn", "longrope"):
-        return 1.0
-    if spec.attention_factor is not None:
-        return spec.attention_factor
-    s = spec.factor
-    if spec.rope_type == "longrope":
-        trained = spec.original_max_position_embeddings
-        return 1.0 if s <= 1 else math.sqrt(1 + math.log(s) / math.log(trained))
-
-    def mscale(m: float) -> float:
-        return 1.0 if s <= 1 else 0.1 * m * math.log(s) + 1.0
-
-    if spec.mscale and spec.mscale_all_dim:
-        return mscale(spec.mscale) / mscale(spec.mscale_all_dim)
-    return mscale(1.0)
+    return config.frequencies(length, _CPU), config.attention_factor()
 
 
 # -- Tables: cos and sin of position × frequency -----------------------------------------
@@ -287,11 +196,6 @@ def _cos_sin(
     for start in range(0, flat.numel(), step):
         cos[start : start + step], sin[start : start + step] = tables(flat[start : start + step])
     return cos.view(*positions.shape, pairs), sin.view(*positions.shape, pairs)
-
-
-def _table_dtype(dtype: torch.dtype) -> torch.dtype:
-    """The dtype of the tables that serve ``dtype``: float64 for float64, else float32."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
 
 
 # -- The rotation ------------------------------------------------------------------------
@@ -440,7 +344,7 @@ def _rotated(
 # -- The module --------------------------------------------------------------------------
 
 
-class RotaryEmbedding(nn.Module):
+class RotaryEmbedding(DerivedTables):
     """Rotates queries or keys by their positions (RoPE), exactly in every dtype.
 
     Call it on the queries and on the keys of an attention layer, before their
@@ -521,6 +425,7 @@ class RotaryEmbedding(nn.Module):
 
     _cos: Tensor
     _sin: Tensor
+    _table_names = ("_cos", "_sin")
 
     def __init__(
         self,
@@ -536,35 +441,34 @@ class RotaryEmbedding(nn.Module):
         self.base: float = _checks.base(base)
         self.layout: RotaryLayout = _checks.choice("layout", layout, ROTARY_LAYOUTS)
         self.max_len: int = _checks.positive_int("max_len", max_len)
-        self._spec: RopeScaling = _checks.rope_scaling(scaling, head_dim, self.base)
-        self.scaling: dict[str, Any] | None = None if scaling is None else dict(scaling)
-        self.rotary_dim: int = self._spec.rotary_dim
-        self.attention_factor: float = _attention_factor(self._spec)
+        self._config: RopeConfig = rope_config.parse(scaling, head_dim, self.base)
+        # A copy, nested lists too: later edits of the caller's dict change nothing here.
+        self.scaling: dict[str, Any] | None = None if scaling is None else copy.deepcopy(scaling)
+        self.rotary_dim: int = self._config.rotary_dim
+        self.attention_factor: float = self._config.attention_factor()
         # Float64 and on the CPU, a plain attribute: no cast or move can round it.
-        self._freqs: Tensor = _inverse_frequencies(self._spec, None, _CPU)
-        self._grows: bool = self._spec.rope_type in ("dynamic", "longrope")
-        device = _runtime.default_device()
-        dtype = _table_dtype(torch.get_default_dtype())  # float64 only under a float64 default
-        _runtime.allocation(
-            (2, max_len, self.rotary_dim // 2),
-            dtype,
-            device,
-            lambda: f"RotaryEmbedding(head_dim={head_dim}, max_len={max_len})'s tables",
-        )
-        cos, sin = self._tables(dtype, device)
-        self.register_buffer("_cos", cos, persistent=False)
-        self.register_buffer("_sin", sin, persistent=False)
+        self._freqs: Tensor = self._config.frequencies()
+        # For dynamic and longrope: the length up to which the frequencies are _freqs.
+        self._trained: int | None = self._config.trained_length()
+        self._register_tables()
 
-    def _tables(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, Tensor]:
-        if device.type == "meta":
-            shape = (self.max_len, self.rotary_dim // 2)
-            return torch.empty(shape, dtype=dtype, device=device), torch.empty(
-                shape, dtype=dtype, device=device
-            )
+    def _table_shapes(self) -> tuple[tuple[int, ...], ...]:
+        shape = (self.max_len, self.rotary_dim // 2)
+        return shape, shape
+
+    def _derive(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
         work = _runtime.work_device(device)
         positions = torch.arange(self.max_len, device=work)
         cos, sin = _cos_sin(positions, self._freqs.to(work), self.attention_factor, dtype)
         return cos.to(device), sin.to(device)
+
+    def _describe(self) -> str:
+        return f"RotaryEmbedding(head_dim={self.head_dim}, max_len={self.max_len})'s tables"
+
+    @staticmethod
+    def _storage_dtype(dtype: torch.dtype) -> torch.dtype:
+        """float64 for float64; float32 for the rest (half precision is rotated in float32)."""
+        return torch.float64 if dtype == torch.float64 else torch.float32
 
     def reset_parameters(self) -> None:
         """Derive the cos and sin tables again, on their device.
@@ -583,18 +487,7 @@ class RotaryEmbedding(nn.Module):
             >>> torch.equal(rope._cos, RotaryEmbedding(16)._cos)
             True
         """
-        dtype = _table_dtype(self._cos.dtype)
-        with torch.no_grad():
-            self._cos, self._sin = self._tables(dtype, self._cos.device)
-
-    def _apply(self, fn: Any, recurse: bool = True) -> RotaryEmbedding:
-        before = self._cos
-        super()._apply(fn, recurse)  # type: ignore[no-untyped-call]
-        # A new tensor (another dtype or device, to_empty) holds converted or undefined
-        # values: derive the tables again. The same tensor (a no-op .to()) is kept.
-        if self._cos is not before and not self._cos.is_meta:
-            self.reset_parameters()
-        return self
+        super().reset_parameters()
 
     def extra_repr(self) -> str:
         """The configuration, shown in the module's repr."""
@@ -603,8 +496,8 @@ class RotaryEmbedding(nn.Module):
             parts.append(f"base={self.base:g}")
         if self.layout != "half":
             parts.append(f"layout={self.layout!r}")
-        if self._spec.rope_type != "default":
-            parts.append(f"rope_type={self._spec.rope_type!r}")
+        if self._config.rope_type.name != "default":
+            parts.append(f"rope_type={self._config.rope_type.name!r}")
         if self.rotary_dim != self.head_dim:
             parts.append(f"rotary_dim={self.rotary_dim}")
         return ", ".join(parts)
@@ -616,7 +509,7 @@ class RotaryEmbedding(nn.Module):
         offset: int | Tensor = 0,
         positions: Tensor | None = None,
         batch: int | None = None,
-        dtype: torch.dtype = torch.float32,
+        dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ) -> tuple[Tensor, Tensor]:
         """The cos and sin tables that :meth:`forward` uses, as new tensors.
@@ -635,7 +528,9 @@ class RotaryEmbedding(nn.Module):
             positions: The position of every token; excludes ``offset``.
             batch: Batch size B, to check per-sequence ``offset`` and
                 ``positions`` against; None for shared positions only.
-            dtype: Floating dtype of the tables.
+            dtype: Floating dtype of the tables (default: the module's, torch's
+                default dtype when built, then that of the last cast: a module cast
+                to bfloat16 gives bfloat16 tables, each rounded once from float64).
             device: Device of the tables (default: that of the module's).
 
         Returns:
@@ -656,15 +551,14 @@ class RotaryEmbedding(nn.Module):
                     [-0.4161,  0.9998]])
             >>> apply_rotary(torch.ones(3, 4), cos, sin).equal(rope(torch.ones(3, 4)))
             True
+            >>> rope.bfloat16().cos_sin(3)[0].dtype    # the module's dtype
+            torch.bfloat16
         """
         length = _checks.nonnegative_int("length", length)
-        dtype = _checks.floating_dtype("dtype", dtype)
+        dtype = _checks.floating_dtype("dtype", self._dtype if dtype is None else dtype)
         device = self._cos.device if device is None else torch.device(device)
         where = resolve(length, offset=offset, positions=positions, batch=batch)
-        cos, sin = self._rows(where, dtype, device)
-        owner = self._cos.untyped_storage().data_ptr(), self._sin.untyped_storage().data_ptr()
-        if cos.untyped_storage().data_ptr() in owner:
-            cos, sin = cos.clone(), sin.clone()
+        cos, sin = self._fresh(*self._rows(where, dtype, device))
         return cos, sin
 
     def _rows(
@@ -677,14 +571,9 @@ class RotaryEmbedding(nn.Module):
         the frequencies are those the tables were made with); the rest is computed
         from float64 with the same values.
         """
-        cos, spec = self._cos, self._spec
-        limit = self.max_len
-        if spec.rope_type == "dynamic":
-            limit = min(limit, spec.max_position_embeddings)
-        elif spec.rope_type == "longrope":
-            limit = min(limit, spec.original_max_position_embeddings)
-        if dtype == cos.dtype and device == cos.device and where.within(limit):
-            return where.take(cos), where.take(self._sin)
+        limit = self.max_len if self._trained is None else min(self.max_len, self._trained)
+        if self._serves(dtype, device) and where.within(limit):
+            return where.take(self._cos), where.take(self._sin)
         work = _runtime.work_device(device)
         freqs = self._frequencies(where, work)
         cos, sin = _cos_sin(where.tensor(work), freqs, self.attention_factor, dtype)
@@ -692,7 +581,7 @@ class RotaryEmbedding(nn.Module):
 
     def _frequencies(self, where: Positions, device: torch.device) -> Tensor:
         """The frequencies for this call: fixed, or from its length for dynamic and longrope."""
-        if not self._grows:
+        if self._trained is None:
             return self._freqs.to(device)
         if where.start is not None:
             seq_len: int | Tensor | None = where.start + where.length
@@ -700,7 +589,7 @@ class RotaryEmbedding(nn.Module):
             seq_len = where.values.amax().to(device) + 1  # no sync: stays a tensor
         else:
             seq_len = None
-        return _inverse_frequencies(self._spec, seq_len, device)
+        return self._config.frequencies(seq_len, device)
 
     def forward(
         self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
@@ -728,7 +617,7 @@ class RotaryEmbedding(nn.Module):
         x = _checks.rotary_input(x, self.head_dim)
         batch = x.shape[0] if x.dim() >= 3 else None
         where = resolve(x.shape[-2], offset=offset, positions=positions, batch=batch)
-        cos, sin = self._rows(where, _table_dtype(x.dtype), x.device)
+        cos, sin = self._rows(where, self._storage_dtype(x.dtype), x.device)
         if cos.dim() == 3 and x.dim() > 3:  # one row per sequence: broadcast over the heads
             cos = cos.view(cos.shape[0], *(1,) * (x.dim() - 3), *cos.shape[1:])
             sin = sin.view(cos.shape)

@@ -1,0 +1,158 @@
+"""posenc.rope_config: rope_parameters parsed by type, strict about what posenc does not know."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from posenc import ROPE_TYPES, RotaryEmbedding, rope_frequencies
+from posenc.rope_config import KNOWN_KEYS, RECORDS, parse
+
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+
+
+def test_one_record_per_type_and_every_type_has_one() -> None:
+    assert tuple(RECORDS) == ROPE_TYPES
+    for name, record in RECORDS.items():
+        assert record.name == name
+        if any(spec.required for spec in record.keys.values()):
+            with pytest.raises(ValueError, match="needs the key"):
+                parse({"rope_type": name}, 16, 10_000.0)
+        else:
+            assert parse({"rope_type": name}, 16, 10_000.0).rope_type is record
+
+
+@pytest.mark.parametrize(
+    ("key", "near"),
+    [("factr", "factor"), ("beta_fsat", "beta_fast"), ("rope_thet", "rope_theta"), ("zzz", None)],
+)
+def test_an_unknown_key_warns_naming_the_nearest_known_key(key: str, near: str | None) -> None:
+    scaling = {**YARN, key: 2.0}
+    hint = f" (did you mean {near!r}?)" if near else ""
+    with pytest.warns(
+        UserWarning, match=re.escape(f"scaling has the key {key!r}") + ".*" + re.escape(hint)
+    ):
+        freqs, _ = rope_frequencies(16, scaling=scaling)
+    assert torch.equal(freqs, rope_frequencies(16, scaling=YARN)[0])
+    with pytest.warns(UserWarning, match=re.escape(key)):
+        RotaryEmbedding(16, scaling=scaling)
+
+
+def test_a_misspelt_required_key_warns_and_then_says_what_is_missing() -> None:
+    with (
+        pytest.warns(UserWarning, match="did you mean 'factor'"),
+        pytest.raises(ValueError, match="rope_type='linear' needs the key 'factor'"),
+    ):
+        rope_frequencies(16, scaling={"rope_type": "linear", "factr": 2.0})
+
+
+def test_every_key_of_hugging_faces_rope_parameters_is_known() -> None:
+    transformers_keys = {  # RopeParameters of transformers 5.x, and the older 'type'
+        "rope_theta", "rope_type", "partial_rotary_factor", "factor",
+        "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow",
+        "short_factor", "long_factor", "low_freq_factor", "high_freq_factor", "mscale",
+        "mscale_all_dim", "truncate", "type",
+    }  # fmt: skip
+    assert transformers_keys <= KNOWN_KEYS
+
+
+@pytest.mark.parametrize("key", ["mrope_section", "mrope_interleaved"])
+@pytest.mark.parametrize("rope_type", ["default", "linear"])
+def test_multimodal_keys_are_refused_not_dropped(key: str, rope_type: str) -> None:
+    # A standardised Qwen2-VL config: building 1-D RoPE from it would be silently wrong.
+    scaling = {"rope_type": rope_type, "factor": 2.0, key: [16, 24, 24]}
+    with pytest.raises(ValueError, match=re.escape(f"scaling has the key {key!r}")):
+        rope_frequencies(128, scaling=scaling)
+    with pytest.raises(ValueError, match="does not build yet"):
+        RotaryEmbedding(128, scaling=scaling)
+    # None counts as missing, as everywhere in Hugging Face's configs.
+    rope_frequencies(128, scaling={"rope_type": rope_type, "factor": 2.0, key: None})
+
+
+def test_numpy_values_are_numbers_and_numpy_strings_are_strings() -> None:
+    plain = rope_frequencies(16, scaling=YARN)
+    numpy_ = {
+        "rope_type": np.str_("yarn"),
+        "factor": np.float64(4.0),
+        "original_max_position_embeddings": np.int64(64),
+    }
+    got = rope_frequencies(16, scaling=numpy_)
+    assert torch.equal(got[0], plain[0])
+    assert got[1] == plain[1]
+
+
+@pytest.mark.parametrize(
+    ("scaling", "error", "message"),
+    [
+        (
+            {"rope_type": "linear", "factor": 2.0, "rope_theta": "10000"},
+            TypeError,
+            "scaling['rope_theta'] (rope_type='linear') must be a number, got str '10000'",
+        ),
+        (
+            {**YARN, "beta_fast": 1.0, "beta_slow": 32.0},
+            ValueError,
+            "scaling['beta_fast'] must be >= scaling['beta_slow'] (rope_type='yarn'",
+        ),
+        (
+            {"rope_type": 7},
+            ValueError,
+            "scaling['rope_type'] must be one of",
+        ),
+    ],
+)
+def test_wrong_values_are_named(
+    scaling: dict[str, object], error: type[Exception], message: str
+) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        rope_frequencies(16, scaling=scaling)
+
+
+def test_the_modules_scaling_is_a_deep_copy() -> None:
+    factors = [1.0, 2.0, 3.0, 4.0]
+    scaling = {
+        "rope_type": "longrope",
+        "original_max_position_embeddings": 16,
+        "short_factor": factors,
+        "long_factor": list(factors),
+        "factor": 2.0,
+    }
+    rope = RotaryEmbedding(8, scaling=scaling, max_len=64)
+    x = torch.randn(1, 40, 8)
+    before = rope(x)
+    factors[0] = 100.0
+    scaling["factor"] = 9.0
+    assert rope.scaling is not None
+    assert rope.scaling["short_factor"][0] == 1.0
+    assert rope.scaling["factor"] == 2.0
+    assert torch.equal(rope(x), before)
+
+
+@pytest.mark.parametrize("rope_type", ROPE_TYPES)
+def test_a_parsed_configuration_pickles_by_type_name(rope_type: str) -> None:
+    full = {
+        "rope_type": rope_type, "factor": 2.0, "max_position_embeddings": 64,
+        "original_max_position_embeddings": 32, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
+    }  # fmt: skip
+    config = parse(full, 8, 10_000.0)
+    restored = pickle.loads(pickle.dumps(config))
+    assert restored.rope_type is RECORDS[rope_type]
+    assert torch.equal(restored.frequencies(100), config.frequencies(100))
+    assert copy.deepcopy(config).attention_factor() == config.attention_factor()
+
+
+def test_dynamic_frequencies_equal_the_default_up_to_the_trained_length() -> None:
+    dynamic = {"rope_type": "dynamic", "factor": 4.0, "max_position_embeddings": 64}
+    plain = rope_frequencies(96)[0]
+    for seq_len in (None, 1, 64):
+        assert torch.equal(rope_frequencies(96, scaling=dynamic, seq_len=seq_len)[0], plain)
+    longer = rope_frequencies(96, scaling=dynamic, seq_len=256)[0]
+    growth = (4.0 * 256 / 64 - 3.0) ** (96 / 94)
+    k = torch.arange(0, 96, 2, dtype=torch.float64) / 96
+    torch.testing.assert_close(longer, (10_000.0 * growth) ** -k, rtol=1e-15, atol=0)
