@@ -8,6 +8,11 @@ Sections (``--sections``, comma-separated keys or prefixes):
   then one out-of-place add of the (L, D) table (two passes over (B, L, D), two fresh
   outputs); in training, then ``F.dropout(p=0.1)``, forward and backward. Every candidate
   trains with dropout 0.1, the paper's setting and the one users train with.
+- ``fused-{float32,float64}``: the fused layer's CPU inference paths A/B, as operations on
+  the same module: the plain in-place path (lookup into a fresh tensor, then one in-place
+  scale and add) against the block-wise path it once had (a cache-sized block of tokens
+  at a time: lookup into the output, then scale and add while the block is in cache),
+  kept here as ``blockwise`` so that the comparison can be rerun.
 - ``table``: ``sinusoidal_table(2**20, 512)`` against the first-touch floor, writing a fresh
   2 GiB float32 tensor once (``torch.empty`` then ``fill_``, page faults included).
 - ``rope-{float32,bfloat16}``: the cases of ``rotary_cases.py`` (this directory), when it is
@@ -155,6 +160,67 @@ def input_layer(dtype: torch.dtype, training: bool, args: argparse.Namespace) ->
     return section
 
 
+BLOCK = 1 << 20  # elements per block: the block-wise path's setting (4 MiB of float32)
+
+
+def blockwise(
+    ids: torch.Tensor, weight: torch.Tensor, scale: float, rows: torch.Tensor
+) -> torch.Tensor:
+    """``weight[ids] * scale + rows``, a block of about BLOCK elements at a time (the
+    block-wise path TokenAndPositionEmbedding had: same operations, same roundings)."""
+    length, d_model = ids.shape[-1], weight.shape[1]
+    out = torch.empty((*ids.shape, d_model), dtype=weight.dtype)
+    ids_, out_ = ids.reshape(-1, length), out.view(-1, length, d_model)
+    if length * d_model >= BLOCK:
+        sequences, tokens = 1, max(1, BLOCK // d_model)
+    else:
+        sequences, tokens = BLOCK // (length * d_model), length
+    for first in range(0, ids_.shape[0], sequences):
+        for start in range(0, length, tokens):
+            block = out_[first : first + sequences, start : start + tokens]
+            index = ids_[first : first + sequences, start : start + tokens].reshape(-1)
+            torch.index_select(weight, 0, index, out=block.view(-1, d_model))
+            block.mul_(scale).add_(rows[start : start + tokens])
+    return out
+
+
+def fused_paths(dtype: torch.dtype, args: argparse.Namespace) -> Section:
+    b, length, d, vocab = args.batch, args.length, args.d_model, args.vocab
+    torch.manual_seed(0)
+    ids = torch.randint(0, vocab, (b, length))
+    layer = posenc.TokenAndPositionEmbedding(d, vocab).to(dtype).eval()
+    weight, scale = layer.embeddings.lut.weight.detach(), layer.embeddings.scale
+    rows = layer.positional.encoding(length)
+
+    def inplace() -> torch.Tensor:
+        return embedding(ids, weight).mul_(scale).add_(rows)
+
+    if not torch.equal(blockwise(ids, weight, scale, rows), inplace()):
+        raise AssertionError("the two paths must give the same values")
+    if not torch.equal(layer(ids), inplace()):
+        raise AssertionError("the module's path is the in-place one")
+    name = str(dtype).removeprefix("torch.")
+    return Section.of(
+        f"fused-{name}",
+        f"Fused layer's CPU paths, {name}, inference: block-wise vs plain in-place",
+        "inplace",
+        [
+            ("inplace", "plain in-place: lookup, then scale and add in place", inplace),
+            (
+                "blockwise",
+                "block-wise: a 4 MiB block at a time",
+                lambda: blockwise(ids, weight, scale, rows),
+            ),
+            ("module", "TokenAndPositionEmbedding, eager", lambda: layer(ids)),
+        ],
+        note=(
+            f"ids (B, L) = ({b}, {length}) -> (B, L, D), D = {d}, vocab {vocab}; no autograd. "
+            "The block-wise path stays only if it is at least 10% faster than the in-place "
+            "one under both allocators."
+        ),
+    )
+
+
 def straightforward_table(n: int, d_model: int) -> torch.Tensor:
     """The previous method: float64 angles, one float64 sin or cos per entry, in slices."""
     freqs = posenc.inverse_frequencies(d_model)
@@ -221,6 +287,10 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
             builders[key] = lambda dtype=dtype, training=training: input_layer(
                 dtype, training, args
             )
+    for dtype in (torch.float32, torch.float64):
+        builders[f"fused-{str(dtype).removeprefix('torch.')}"] = lambda dtype=dtype: fused_paths(
+            dtype, args
+        )
     builders["table"] = lambda: table(args)
     if importlib.util.find_spec("rotary_cases") is not None:
         for dtype in (torch.float32, torch.bfloat16):
@@ -235,7 +305,7 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="input,table,rope", help="keys or prefixes")
+    parser.add_argument("--sections", default="input,fused,table,rope", help="keys or prefixes")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--length", type=int, default=512)
     parser.add_argument("--d-model", type=int, default=512)

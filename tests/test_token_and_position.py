@@ -70,7 +70,7 @@ BLOCK_SHAPES = [(9, 512, 512), (2, 1500, 1024), (3, 7, 64)]
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize(("batch", "length", "d_model"), BLOCK_SHAPES)
-def test_inference_block_by_block_equals_unfused_pair(
+def test_inference_equals_unfused_pair(
     dtype: torch.dtype, batch: int, length: int, d_model: int
 ) -> None:
     layer = TokenAndPositionEmbedding(d_model, VOCAB, padding_idx=2, max_len=1000).to(dtype)
@@ -82,18 +82,15 @@ def test_inference_block_by_block_equals_unfused_pair(
     offset = torch.arange(batch) * 300  # some rows past max_len
     positions = torch.randint(0, 2000, (batch, length))
     with torch.no_grad():
-        assert layer._blockwise(layer.embeddings.lut.weight)
         assert torch.equal(layer(ids), pe(emb(ids)))
         assert torch.equal(layer(ids, offset=offset), pe(emb(ids), offset=offset))
         assert torch.equal(layer(ids, positions=positions), pe(emb(ids), positions=positions))
         assert torch.equal(layer(ids[0]), pe(emb(ids[0])))
     with torch.inference_mode():
         assert torch.equal(layer(ids, offset=5), pe(emb(ids), offset=5))
-    assert not layer._blockwise(layer.embeddings.lut.weight)  # autograd: the whole tensor
     assert torch.equal(layer(ids), pe(emb(ids)))
-    with torch.no_grad():  # half precision: the whole tensor, same values
+    with torch.no_grad():  # half precision, same values
         half = layer.to(torch.bfloat16)
-        assert not half._blockwise(half.embeddings.lut.weight)
         assert torch.equal(half(ids), pe(emb.to(torch.bfloat16)(ids)))
 
 
@@ -118,7 +115,6 @@ def test_max_norm_lookup_renormalises_as_nn_embedding_does() -> None:
     emb.lut.max_norm = 1.0
     ids = torch.randint(0, VOCAB, (3, 5))
     with torch.no_grad():
-        assert not layer._blockwise(layer.embeddings.lut.weight)
         assert torch.equal(layer(ids), PositionalEncoding(D)(emb(ids)))
     norms = layer.embeddings.lut.weight[ids.unique()].norm(dim=-1)
     assert bool((norms <= 1.0 + 1e-6).all())

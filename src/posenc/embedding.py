@@ -27,7 +27,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import torch
 from torch import Tensor, nn
 
 from . import _checks, _runtime
@@ -36,11 +35,6 @@ from .positions import resolve
 from .sinusoid import Layout
 
 __all__ = ["Embeddings", "TokenAndPositionEmbedding"]
-
-# Elements per block of the CPU inference path: the block's output stays in the cache
-# between the lookup, the scaling and the addition (four sequences of 512 tokens × 512
-# in float32 are 4 MiB; larger and smaller blocks measured slower).
-_BLOCK = 1 << 20
 
 
 class Embeddings(nn.Module):
@@ -127,8 +121,7 @@ class TokenAndPositionEmbedding(nn.Module):
     ``TokenAndPositionEmbedding(d_model, vocab, dropout, max_len)`` computes
     ``PositionalEncoding(Embeddings(ids))`` with the same values, options and
     errors as the two modules, in fewer passes over memory: it scales and adds
-    in place, into the lookup's fresh output (on the CPU without autograd, in
-    float32 and float64, a cache-sized block of tokens at a time). When a hook is registered on it
+    in place, into the lookup's fresh output. When a hook is registered on it
     or on any child (``embeddings``, ``embeddings.lut``, ``positional``,
     ``positional.dropout``), or globally, it calls the two children one after
     the other instead, so every hook sees what it would see on the unfused pair.
@@ -221,12 +214,6 @@ class TokenAndPositionEmbedding(nn.Module):
             return plain
         batch = ids.shape[0] if ids.dim() == 2 else None
         where = resolve(ids.shape[-1], offset=offset, positions=positions, batch=batch)
-        weight = emb.lut.weight
-        if self._blockwise(weight):
-            ids = _checks.token_ids(ids, emb.vocab)
-            rows = pe._rows(where, weight.dtype, weight.device)
-            blocks: Tensor = pe.dropout(self._in_blocks(ids, rows))
-            return blocks
         vectors = emb._lookup(ids)
         rows = pe._rows(where, vectors.dtype, vectors.device)
         # The lookup's result is a fresh tensor that nothing else holds (no hook could
@@ -234,52 +221,6 @@ class TokenAndPositionEmbedding(nn.Module):
         # place give the unfused pair's values, rounding for rounding, without two
         # more (B, L, D) allocations.
         out: Tensor = pe.dropout(vectors.mul_(emb.scale).add_(rows))
-        return out
-
-    def _blockwise(self, weight: Tensor) -> bool:
-        """Whether to run block by block: on the CPU, eagerly, with no autograd graph.
-
-        Only for float32 and float64, whose in-place passes are bound by memory; in
-        float16 and bfloat16 they are bound by the conversions to and from float32, and
-        blocks gain nothing (measured: the Performance page's *part* rows).
-        """
-        return (
-            weight.device.type == "cpu"
-            and weight.dtype.itemsize >= 4
-            and self.embeddings.lut.max_norm is None  # F.embedding would renormalise rows
-            and _runtime.plain_eager(weight)
-        )
-
-    def _in_blocks(self, ids: Tensor, rows: Tensor) -> Tensor:
-        """``lut(ids) * scale + rows``, a block of about _BLOCK elements at a time.
-
-        Each block is looked up into the output and then scaled and added in place
-        while it is still in the cache: the same operations on the same values as
-        the whole-tensor path, element by element, so the same roundings.
-        """
-        emb = self.embeddings
-        weight, scale = emb.lut.weight, emb.scale
-        length, d_model = ids.shape[-1], weight.shape[1]
-        out = torch.empty((*ids.shape, d_model), dtype=weight.dtype, device=weight.device)
-        if out.numel() == 0:
-            return out
-        ids_, out_ = ids.reshape(-1, length), out.view(-1, length, d_model)
-        rows_ = rows.reshape(-1, length, d_model)  # (1, L, D): shared by the batch
-        if length * d_model >= _BLOCK:  # long sequences: part of one sequence per block
-            sequences, tokens = 1, max(1, _BLOCK // d_model)
-        else:
-            sequences, tokens = _BLOCK // (length * d_model), length
-        for first in range(0, ids_.shape[0], sequences):
-            last = first + sequences
-            for start in range(0, length, tokens):
-                stop = start + tokens
-                block = out_[first:last, start:stop]
-                torch.index_select(
-                    weight, 0, ids_[first:last, start:stop].reshape(-1),
-                    out=block.view(-1, d_model),
-                )  # fmt: skip
-                shared = rows_.shape[0] == 1
-                block.mul_(scale).add_(rows_[0 if shared else slice(first, last), start:stop])
         return out
 
     def _fusable(self) -> bool:

@@ -358,9 +358,11 @@ class RotaryEmbedding(DerivedTables):
     made float64 the default) and kept in non-persistent buffers; later
     positions are computed on the fly with the same values. bfloat16 and
     float16 inputs are rotated in float32 and rounded once, so the output is
-    within one unit in the last place of the exact rotation at any position
-    (where the two products of a pair nearly cancel, within float32's error of
-    a few 2**-24 of the pair's length; the user guide gives the bounds).
+    within one unit in the last place of the exact rotation (where the two
+    products of a pair nearly cancel, within one ulp of the pair's length) at
+    every position ``|p| <= 2**40``; a float32 output is within two float32 ulps
+    of the pair's length for ``|p| <= 2**30``. Past those positions the float64
+    rounding of the angle ``p·ω`` grows beyond the bounds.
     Casting the module (``.to(torch.bfloat16)``, ``.half()``) changes nothing:
     there is no frequency buffer to round, and the tables are derived again,
     in float32 (float64 after ``.double()``).
