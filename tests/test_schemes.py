@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import io
 import pickle
+import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -357,27 +358,31 @@ def test_forward_hooks_fire_and_see_the_output(scheme: Scheme) -> None:
 def test_threads_at_once_give_the_serial_results(scheme: Scheme) -> None:
     module = scheme.make().eval()
     lengths = (3, 17, MAX_LEN, 100) if scheme.extrapolates else (3, 17, MAX_LEN)
+    # Calls of the same shapes with other values: a result computed for another call shows.
     work: list[tuple[tuple[Tensor, ...], dict[str, object]]] = []
-    for length in lengths:
-        args = scheme.sample(length)
-        work.append((args, {}))
+    for length in lengths * 2:
+        work.append((scheme.sample(length), {}))
         if scheme.positions:
-            work.append((args, {"positions": _positions(scheme, (BATCH, length))}))
-    work *= 2
+            where = _positions(scheme, (BATCH, length))
+            work.append((scheme.sample(length), {"positions": where}))
     serial = [module(*args, **kwargs) for args, kwargs in work]
     start = threading.Barrier(len(work))
 
-    def run(i: int) -> Tensor:
+    def run(i: int) -> list[Tensor]:
         args, kwargs = work[i]
         start.wait()
-        out: Tensor = module(*args, **kwargs)
-        return out
+        return [module(*args, **kwargs) for _ in range(25)]
 
-    for _ in range(3):
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as Python can: races show
+    try:
         with ThreadPoolExecutor(len(work)) as pool:
             results = list(pool.map(run, range(len(work))))
-        for got, want in zip(results, serial, strict=True):
-            _equal(got, want)
+    finally:
+        sys.setswitchinterval(switch)
+    for got, want in zip(results, serial, strict=True):
+        for out in got:
+            _equal(out, want)
 
 
 # -- Buffers and accessors ------------------------------------------------------------------
