@@ -259,10 +259,6 @@ SCHEMES: list[Scheme] = [
         positions=True,
         extrapolates=True,
         accessor=_fused_encoding,
-        # FINDING: vmap over positions= or offset= alone (ids not batched) raises a raw
-        # RuntimeError from the fused in-place add ("output with shape [2, 4, 32] doesn't
-        # match the broadcast shape [5, 2, 4, 32]"); the unfused pair works.
-        omit=frozenset({"vmap_positions"}),
     ),
     Scheme("Embeddings", lambda: posenc.Embeddings(D, VOCAB), ids, L1),
     Scheme(

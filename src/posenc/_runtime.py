@@ -43,6 +43,7 @@ __all__ = [
     "has_hooks",
     "plain_eager",
     "readable",
+    "transforming",
     "work_device",
 ]
 
@@ -93,6 +94,12 @@ def readable(t: Tensor) -> bool:
     )
 
 
+def transforming() -> bool:
+    """Whether a :mod:`torch.func` transform (``vmap``, ``grad``, ``jvp``) is running."""
+    # private: no public predicate for "a functorch transform is running"
+    return bool(torch._C._are_functorch_transforms_active())
+
+
 def plain_eager(*tensors: Tensor) -> bool:
     """Whether writing into preallocated outputs (``out=``, in place) is invisible.
 
@@ -100,8 +107,7 @@ def plain_eager(*tensors: Tensor) -> bool:
     :mod:`torch.func` transform active (``vmap`` has no rule for ``out=`` operations),
     no forward-mode AD level open, and no autograd graph to build for ``tensors``.
     """
-    # private: no public predicate for "a functorch transform is running"
-    if torch.compiler.is_compiling() or torch._C._are_functorch_transforms_active():
+    if torch.compiler.is_compiling() or transforming():
         return False
     # private: no public getter for the current dual level (-1 outside dual_level())
     if forward_ad._current_level >= 0:

@@ -228,6 +228,8 @@ class TokenAndPositionEmbedding(nn.Module):
 
         A hook on any child, or a global module hook, could hold the lookup's output
         or see the children called; then the unfused pair runs instead, call for call.
+        Under a :mod:`torch.func` transform too: the in-place add cannot take a table
+        batched by ``vmap`` (positions batched, ids not) into an unbatched lookup.
         """
         emb, pe = self.embeddings, self.positional
         children = (emb, emb.lut, pe, pe.dropout)
@@ -238,7 +240,7 @@ class TokenAndPositionEmbedding(nn.Module):
             or type(pe.dropout) is not nn.Dropout
         ):
             return False
-        return not _runtime.has_hooks(*children)
+        return not (_runtime.has_hooks(*children) or _runtime.transforming())
 
     def _load_from_state_dict(
         self,
