@@ -75,8 +75,14 @@ def rope_frequencies(
     Without ``scaling``, pair ``k`` turns by :math:`\omega_k = base^{-2k/d}`
     radians per position (Su et al., 2021), ``d = head_dim``. ``scaling`` is a
     ``rope_parameters`` dict as found in a Hugging Face model config, with a
-    ``rope_type`` and the keys that type reads; other keys are ignored, and a
-    ``rope_theta`` key must equal ``base``. With :math:`s` = ``factor`` and
+    ``rope_type`` and the keys that type reads (:mod:`posenc.rope_config` holds
+    one record per type). Keys of Hugging Face's ``RopeParameters`` that the type
+    does not read are ignored; a key no type reads warns, naming the nearest
+    known one; the multimodal keys ``mrope_section`` and ``mrope_interleaved``
+    are refused, since posenc does not build multimodal RoPE yet; a
+    ``rope_theta`` key must equal ``base``. The default ladder
+    :math:`base^{-2k/d}` is correctly rounded (:func:`posenc.frequencies.ladder`),
+    and every scaling starts from it. With :math:`s` = ``factor`` and
     :math:`L_0` the length the model was trained with:
 
     - ``"default"``: :math:`\omega_k` as above.
@@ -124,8 +130,12 @@ def rope_frequencies(
         TypeError: ``head_dim`` or ``seq_len`` is not an int, ``scaling`` is not a
             dict, or one of its values has the wrong type.
         ValueError: ``base <= 1``; ``scaling`` lacks a key its type needs, names
-            an unknown ``rope_type``, has a ``rope_theta`` other than ``base``, or
-            a value out of range; the rotated dimension is odd.
+            an unknown ``rope_type``, has a ``rope_theta`` other than ``base``, a
+            multimodal key, or a value out of range (YaRN's ``beta_fast`` below
+            ``beta_slow``); the rotated dimension is odd.
+
+    Warns:
+        UserWarning: ``scaling`` has a key that no ``rope_type`` reads.
 
     Shapes:
         - output: ``(rotary_dim // 2,)``, float64, with ``rotary_dim`` =
