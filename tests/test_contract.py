@@ -59,13 +59,17 @@ def test_negative_offsets_mean_the_same_as_int_and_as_tensor(offset: int) -> Non
     assert torch.equal(by_int, x + sinusoidal_table(torch.arange(offset, offset + 4), D))
 
 
-def test_offsets_that_leave_int64_are_refused() -> None:
+def test_offsets_that_leave_the_position_domain_are_refused() -> None:
+    # The domain is |p| < 2**62: every difference of two positions then fits in int64.
     pe = PositionalEncoding(D)
     x = torch.randn(1, 4, D)
-    last = 2**63 - 4  # positions last .. last + 3 = 2**63 - 1: the largest int64, fine
+    last = 2**62 - 4  # positions last .. last + 3 = 2**62 - 1: the largest position, fine
     assert pe(x, offset=last).shape == x.shape
-    with pytest.raises(ValueError, match=r"offset=9223372036854775805 .*outside int64"):
+    assert pe(x, offset=-(2**62) + 1).shape == x.shape
+    with pytest.raises(ValueError, match=r"offset=4611686018427387901 .*outside int64"):
         pe(x, offset=last + 1)
+    with pytest.raises(ValueError, match="outside int64"):
+        pe(x, offset=-(2**62))
     with pytest.raises(ValueError, match="outside int64"):
         pe(x, offset=-(2**63) - 1)
 

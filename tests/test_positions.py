@@ -168,7 +168,8 @@ def test_offset_and_positions_together_is_an_error() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"offset": 2**63 - 2}, ValueError, "offset=9223372036854775806 puts positions outside"),
+        ({"offset": 2**62 - 2}, ValueError, "offset=4611686018427387902 puts positions outside"),
+        ({"offset": 2**63 - 2}, ValueError, "offset=9223372036854775806 is outside int64"),
         ({"offset": -(2**63) - 1}, ValueError, "outside int64"),
         ({"offset": 1.5}, TypeError, "offset must be an int"),
         ({"offset": True}, TypeError, "offset must be an int"),

@@ -1077,8 +1077,13 @@ def test_forward_errors(call: object, error: type[Exception], message: str) -> N
     [
         (
             (torch.ones(3, 8), torch.ones(3, 4), torch.ones(3, 4, dtype=torch.float64)),
+            TypeError,
+            "cos and sin must share a dtype, got torch.float32 and torch.float64",
+        ),
+        (
+            (torch.ones(3, 8), torch.ones(3, 4), torch.ones(2, 4)),
             ValueError,
-            "cos and sin must have one shape, dtype and device",
+            "cos and sin must have one shape and device",
         ),
         (
             (torch.ones(3, 8), torch.ones(3, 5), torch.ones(3, 5)),

@@ -25,11 +25,16 @@ def _show(value: object) -> str:
     return f"{type(value).__name__} {value!r:.60}"
 
 
+#: The largest size torch can hold (its sizes are int64).
+SIZE_MAX = 2**63 - 1
+
+
 def positive_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {_show(value)}")
     if value <= 0:
-        raise ValueError(f"{name} must be a positive int, got {value}")
+        raise ValueError(f"{name} must be a positive int, got {_number_text(value)}")
+    _size(name, value)
     return value
 
 
@@ -37,8 +42,17 @@ def nonnegative_int(name: str, value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {_show(value)}")
     if value < 0:
-        raise ValueError(f"{name} must be an int >= 0, got {value}")
+        raise ValueError(f"{name} must be an int >= 0, got {_number_text(value)}")
+    _size(name, value)
     return value
+
+
+def _size(name: str, value: int) -> None:
+    if value > SIZE_MAX:
+        raise ValueError(
+            f"{name} must be at most 2**63 - 1 (torch's sizes are int64), "
+            f"got {_number_text(value)}"
+        )
 
 
 def flag(name: str, value: object) -> bool:
@@ -55,12 +69,37 @@ def choice(name: str, value: object, allowed: Sequence[T]) -> T:
     raise ValueError(f"{name} must be one of {tuple(allowed)}, got {value!r:.60}")
 
 
+def _number_text(value: int | float) -> str:
+    """``value`` for a message: an int too long to print whole is shown by its size."""
+    if isinstance(value, int) and value.bit_length() > 200:
+        sign = "-" if value < 0 else ""
+        try:
+            digits = str(abs(value))
+        except ValueError:  # past Python's limit on int -> str conversions
+            return f"{sign}2**{abs(value).bit_length() - 1} or more"
+        return (
+            f"{sign}{digits[0]}.{digits[1:4]}e+{len(digits) - 1} (an int of {len(digits)} digits)"
+        )
+    return repr(value)
+
+
+def _as_float(name: str, value: int | float, allowed: str) -> float:
+    """``float(value)``; an int past the float range is a ValueError, not an OverflowError."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(
+            f"{name} must be {allowed}, got {_number_text(value)}, past the float range"
+        ) from None
+
+
 def base(value: object, name: str = "base") -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number, got {_show(value)}")
-    if not value > 1.0 or value == math.inf:
-        raise ValueError(f"{name} must be a finite number > 1, got {value}")
-    return float(value)
+    number = _as_float(name, value, "a finite number > 1")
+    if not number > 1.0 or number == math.inf:
+        raise ValueError(f"{name} must be a finite number > 1, got {_number_text(value)}")
+    return number
 
 
 def dropout(value: object) -> float:
@@ -83,6 +122,68 @@ def integer_tensor(name: str, t: object, what: str = "an integer tensor") -> Ten
     if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex:
         raise TypeError(f"{name} must be {what}, got dtype {t.dtype}")
     return t
+
+
+def bool_mask(name: str, mask: object, meaning: str, *, additive: str = "") -> Tensor:
+    """A bool or integer mask; floating masks are refused, since they read two ways.
+
+    A floating mask may be multiplicative (1 keep, 0 drop) or additive (0 keep,
+    ``-inf`` drop, as Hugging Face builds them): read as the other, it is inverted,
+    silently. The message says how to convert either.
+    """
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{name} must be a bool or integer tensor ({meaning}), got {_show(mask)}")
+    if mask.dtype.is_floating_point or mask.dtype.is_complex:
+        raise TypeError(
+            f"{name} must be a bool or integer tensor ({meaning}), got dtype {mask.dtype}: a "
+            f"floating mask reads two ways. Convert a 0/1 mask with {name}.bool(); an "
+            f"additive mask (0 keep, -inf drop, as Hugging Face builds them) with "
+            f"{name} = additive == 0{additive}"
+        )
+    return mask
+
+
+def same_device(name: str, t: Tensor, device: torch.device, where: str = "the query") -> None:
+    """``t`` is on ``device``; the message names both devices."""
+    if t.device != device:
+        raise ValueError(
+            f"{name} must be on the device of {where} ({device}), got a tensor on {t.device}"
+        )
+
+
+def _autocast(device: torch.device) -> bool:
+    try:
+        return bool(torch.is_autocast_enabled(device.type))
+    except RuntimeError:  # a device type autocast does not know (meta)
+        return False
+
+
+def matches_weight(name: str, x: Tensor, weight: Tensor, module: str) -> None:
+    """``x`` can go through a layer whose weight is ``weight``: one device, one dtype.
+
+    Under :func:`torch.autocast` the dtypes may differ: autocast casts them.
+    """
+    if x.device != weight.device:
+        raise ValueError(
+            f"{name} is on {x.device} but {module}'s weights are on {weight.device}: move "
+            f"the input with {name}.to({str(weight.device)!r}) or the module with "
+            f".to({str(x.device)!r})"
+        )
+    if x.dtype != weight.dtype and not _autocast(x.device):
+        raise TypeError(
+            f"{name} has dtype {x.dtype} but {module}'s weights have dtype {weight.dtype}: "
+            f"cast the input with {name}.to({weight.dtype}) or the module with "
+            f".to({x.dtype}) (or run under torch.autocast)"
+        )
+
+
+def callable_dropout(dropout: object) -> None:
+    """The ``dropout`` of attention: a module (or callable) applied to the weights, or None."""
+    if dropout is not None and not callable(dropout):
+        raise TypeError(
+            f"dropout must be a module applied to the attention weights, such as "
+            f"torch.nn.Dropout({dropout!r:.20}) (or any callable), or None; got {_show(dropout)}"
+        )
 
 
 def floating_tensor(name: str, t: object) -> Tensor:
@@ -202,6 +303,8 @@ def attention_inputs(
     for name, extra in (("mask", mask), ("bias", bias)):
         if extra is not None:
             broadcasts_to(name, extra, scores, "(*, L_q, L_k)")
+    if mask is not None:
+        attention_mask(mask, q.device)
     if bias is not None:
         additive_bias(bias, q.device)
     return q, k, v
@@ -222,6 +325,17 @@ def additive_bias(bias: object, device: torch.device) -> Tensor:
             f"bias must be on the device of the query ({device}), got a bias on {b.device}"
         )
     return b
+
+
+#: What a mask of attention means, for the messages.
+ATTEND = "True or 1 = may attend, False or 0 = may not"
+
+
+def attention_mask(mask: object, device: torch.device) -> Tensor:
+    """A mask of attention: bool or integer (never floating), on the device of the scores."""
+    m = bool_mask("mask", mask, ATTEND, additive=", or pass the additive mask as bias=")
+    same_device("mask", m, device)
+    return m
 
 
 def _same_length(k: Tensor, v: Tensor) -> None:
@@ -255,6 +369,7 @@ def heads_inputs(
     if mask is not None:
         scores = (*q.shape[:-2], q.shape[-2], k.shape[-2])
         broadcasts_to("mask", mask, scores, "(B, L_q, L_k)")
+        attention_mask(mask, q.device)
     return q, k, v
 
 
@@ -309,10 +424,12 @@ def rotary_tables(x: object, cos: object, sin: object) -> tuple[Tensor, Tensor, 
     c, s = floating_tensor("cos", cos), floating_tensor("sin", sin)
     if x.dim() < 2:
         raise ValueError(f"x must have shape (..., L, D), got shape {_shape(x)}")
-    if c.shape != s.shape or c.dtype != s.dtype or c.device != s.device:
+    if c.dtype != s.dtype:  # a type, as attention's query, key and value dtypes
+        raise TypeError(f"cos and sin must share a dtype, got {c.dtype} and {s.dtype}")
+    if c.shape != s.shape or c.device != s.device:
         raise ValueError(
-            f"cos and sin must have one shape, dtype and device, got {_shape(c)} {c.dtype} "
-            f"{c.device} and {_shape(s)} {s.dtype} {s.device}"
+            f"cos and sin must have one shape and device, got {_shape(c)} on {c.device} "
+            f"and {_shape(s)} on {s.device}"
         )
     if c.device != x.device:
         raise ValueError(f"cos and sin must be on x's device {x.device}, got {c.device}")
@@ -350,7 +467,7 @@ def real_number(name: str, value: object) -> float:
         raise TypeError(f"{name} must be a number, got {_show(value)}")
     if not -math.inf < value < math.inf:  # comparisons: also for a traced float
         raise ValueError(f"{name} must be a finite number, got {value}")
-    return float(value)
+    return _as_float(name, value, "a finite number")
 
 
 def learned_positions(index: Tensor, max_len: int) -> None:

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import cast
 
 import torch
 from torch import Tensor, nn
 
-from . import _checks
+from . import _checks, _runtime
 
 __all__ = [
     "MultiHeadedAttention",
@@ -60,9 +61,14 @@ def attention(
         query: Queries ``(*, L_q, d_k)``.
         key: Keys ``(*, L_k, d_k)``.
         value: Values ``(*, L_k, d_v)``.
-        mask: Optional tensor broadcastable to ``(*, L_q, L_k)``; where it is
-            0 or False, the query may not attend to the key.
-        dropout: Optional module applied to the attention weights.
+        mask: Optional bool or integer tensor broadcastable to ``(*, L_q, L_k)``;
+            where it is 0 or False, the query may not attend to the key (the
+            Annotated Transformer's ``mask == 0``). Floating masks are refused,
+            since they read two ways: convert a 0/1 mask with ``mask.bool()``;
+            give an additive mask (0 keep, ``-inf`` drop, as Hugging Face builds
+            them) as ``bias``, or as ``mask=additive == 0``.
+        dropout: Optional module (or callable) applied to the attention
+            weights, such as ``nn.Dropout(0.1)``; not a probability.
         bias: Optional floating tensor broadcastable to ``(*, L_q, L_k)``,
             added to the scaled scores before the mask and the softmax: a
             relative position bias such as :class:`~posenc.ALiBi` or
@@ -76,9 +82,11 @@ def attention(
         weights ``(*, L_q, L_k)``, each row summing to 1, in the query's dtype.
 
     Raises:
-        TypeError: an input is not a floating tensor, or they differ in dtype.
+        TypeError: an input is not a floating tensor, or they differ in dtype;
+            ``mask`` is not a bool or integer tensor; ``dropout`` is not
+            callable (a float such as 0.1: give ``nn.Dropout(0.1)``).
         ValueError: the shapes do not fit together (the message names them),
-            or ``bias`` is on another device.
+            or ``mask`` or ``bias`` is on another device than the query.
 
     Shapes:
         ``*`` is any batch shape, e.g. ``(B, h)`` for B sequences and h heads;
@@ -93,6 +101,7 @@ def attention(
                  [0.5000, 0.5000, 0.0000]]])
     """
     query, key, value = _checks.attention_inputs(query, key, value, mask, bias)
+    _checks.callable_dropout(dropout)
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
     if bias is not None:
@@ -147,6 +156,14 @@ def clones(module: nn.Module, n: int) -> nn.ModuleList:
 class MultiHeadedAttention(nn.Module):
     """Multi-head attention: h attentions over d_model/h-wide projections, concatenated.
 
+    The four projections are initialised independently (the Annotated
+    Transformer builds them with ``clones``, four copies of one initialised
+    layer, and re-initialises every parameter in ``make_model``; a module used
+    alone needs its own draws). :meth:`reset_parameters` draws them again in
+    the order construction does, so a module built on the meta device, then
+    ``to_empty`` and ``reset_parameters``, equals one built directly under the
+    same seed.
+
     Args:
         h: Number of heads; must divide ``d_model``.
         d_model: Width of the inputs and output, D.
@@ -154,7 +171,9 @@ class MultiHeadedAttention(nn.Module):
 
     Attributes:
         linears: Four :class:`torch.nn.Linear` ``(D, D)``: query, key, value, output.
-        attn: Attention weights of the last forward, ``(B, h, L_q, L_k)``.
+        attn: Attention weights of the last forward, ``(B, h, L_q, L_k)``,
+            detached: it holds no autograd graph (the module can be copied, and
+            backward frees the graph, after a training forward).
 
     Shapes:
         - query: ``(B, L_q, D)``; key, value: ``(B, L_k, D)``
@@ -182,9 +201,23 @@ class MultiHeadedAttention(nn.Module):
         if d_model % h:
             raise ValueError(f"h={h} must divide d_model={d_model}")
         self.d_k: int = d_model // h
-        self.linears: nn.ModuleList = clones(nn.Linear(d_model, d_model), 4)
-        self.dropout: nn.Dropout = nn.Dropout(p=_checks.dropout(dropout))
+        dropout = _checks.dropout(dropout)
+        _runtime.allocation(
+            (4, d_model, d_model + 1),  # four weights and their biases
+            torch.get_default_dtype(),
+            _runtime.default_device(),
+            lambda: f"MultiHeadedAttention(h={h}, d_model={d_model})'s four projections",
+            "choose a smaller d_model",
+        )
+        # Four layers, each drawn on its own: clones(nn.Linear(...), 4) would copy one.
+        self.linears: nn.ModuleList = nn.ModuleList(nn.Linear(d_model, d_model) for _ in range(4))
+        self.dropout: nn.Dropout = nn.Dropout(p=dropout)
         self.attn = None
+
+    def reset_parameters(self) -> None:
+        """Draw the four projections again, in the order of construction (query first)."""
+        for linear in self.linears:
+            cast("nn.Linear", linear).reset_parameters()
 
     def extra_repr(self) -> str:
         """The configuration, shown in the module's repr."""
@@ -214,10 +247,17 @@ class MultiHeadedAttention(nn.Module):
             Tensor of shape ``(B, L_q, D)``.
 
         Raises:
-            TypeError: an input is not a floating tensor.
-            ValueError: a shape does not fit (the message names the shapes).
+            TypeError: an input is not a floating tensor, or its dtype is not the
+                weights' (outside :func:`torch.autocast`); ``mask`` is not a bool
+                or integer tensor.
+            ValueError: a shape does not fit (the message names the shapes), or
+                an input, ``mask`` or ``bias`` is on another device.
         """
         query, key, value = _checks.heads_inputs(query, key, value, mask, self.d_model)
+        names = ("query", "key", "value")
+        for name, x, linear in zip(names, (query, key, value), self.linears[:3], strict=True):
+            weight = cast("nn.Linear", linear).weight
+            _checks.matches_weight(name, x, weight, "MultiHeadedAttention")
         if bias is not None:
             _checks.heads_bias(bias, query, key, self.h)
         if mask is not None and query.dim() == 3:
@@ -232,7 +272,8 @@ class MultiHeadedAttention(nn.Module):
             split_heads(lin, x)
             for lin, x in zip(self.linears[:3], (query, key, value), strict=True)
         )
-        x, self.attn = attention(q, k, v, mask=mask, dropout=self.dropout, bias=bias)
+        x, attn = attention(q, k, v, mask=mask, dropout=self.dropout, bias=bias)
+        self.attn = attn.detach()  # for pictures: without the graph, which backward frees
         x = x.transpose(-3, -2).reshape(*batch, -1, self.d_model)
         out: Tensor = self.linears[3](x)
         return out
@@ -259,9 +300,23 @@ class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1) -> None:
         super().__init__()
         self.d_model: int = _checks.positive_int("d_model", d_model)
-        self.w_1: nn.Linear = nn.Linear(self.d_model, _checks.positive_int("d_ff", d_ff))
+        d_ff = _checks.positive_int("d_ff", d_ff)
+        dropout = _checks.dropout(dropout)
+        _runtime.allocation(
+            (2, d_ff, d_model + 1),  # the two weights and (about) their biases
+            torch.get_default_dtype(),
+            _runtime.default_device(),
+            lambda: f"PositionwiseFeedForward(d_model={d_model}, d_ff={d_ff})'s two layers",
+            "choose a smaller d_model or d_ff",
+        )
+        self.w_1: nn.Linear = nn.Linear(self.d_model, d_ff)
         self.w_2: nn.Linear = nn.Linear(d_ff, d_model)
-        self.dropout: nn.Dropout = nn.Dropout(_checks.dropout(dropout))
+        self.dropout: nn.Dropout = nn.Dropout(dropout)
+
+    def reset_parameters(self) -> None:
+        """Draw both layers again, in the order of construction (``w_1``, then ``w_2``)."""
+        self.w_1.reset_parameters()
+        self.w_2.reset_parameters()
 
     def forward(self, x: Tensor) -> Tensor:
         """Return ``w_2(dropout(relu(w_1(x))))``.
@@ -273,9 +328,12 @@ class PositionwiseFeedForward(nn.Module):
             Tensor of the shape of ``x``.
 
         Raises:
-            TypeError: ``x`` is not a floating tensor.
-            ValueError: the last dimension of ``x`` is not ``d_model``.
+            TypeError: ``x`` is not a floating tensor, or its dtype is not the
+                weights' (outside :func:`torch.autocast`).
+            ValueError: the last dimension of ``x`` is not ``d_model``, or ``x``
+                is on another device than the weights.
         """
         _checks.last_dim(_checks.floating_tensor("input", x), self.d_model, "input")
+        _checks.matches_weight("input", x, self.w_1.weight, "PositionwiseFeedForward")
         out: Tensor = self.w_2(self.dropout(self.w_1(x).relu()))
         return out

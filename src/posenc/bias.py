@@ -46,10 +46,11 @@ from typing import ParamSpec, TypeVar, cast
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional
 
 from . import _checks, _runtime
 from ._rounding import round_once
-from .positions import resolve
+from .positions import check_domain, resolve
 
 __all__ = ["ALiBi", "RelativePositionBias", "alibi_slopes", "relative_position_bucket"]
 
@@ -147,7 +148,7 @@ def _batch_of(
     return max(rows for _, rows in given) if given else None
 
 
-def _relative_positions(
+def _pair_positions(
     query_length: int,
     key_length: int | None,
     offset: int | Tensor,
@@ -155,15 +156,16 @@ def _relative_positions(
     key_positions: Tensor | None,
     batch: int | None,
     device: torch.device,
-    bias: tuple[str, int, torch.dtype],
-) -> Tensor:
-    """``key position - query position`` for every pair, int64, ``(Lq, Lk)`` or ``(B, Lq, Lk)``.
+    work: torch.device,
+) -> tuple[Tensor, Tensor, tuple[int, ...]]:
+    """Query and key positions, int64 on ``work``, and the batch rows of their pairs.
 
-    ``bias`` names the bias to be made from it, its number of heads and the dtype
-    it is computed in: a bias too large for the device is refused before any work.
-
-    Queries and keys each go through :func:`~posenc.positions.resolve`; the
-    default places queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``.
+    Queries and keys each go through :func:`~posenc.positions.resolve`, which checks
+    that their tensors are on ``device`` (that of the bias) and in the position
+    domain, so that every difference ``key - query`` fits in int64; the default
+    places queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``.
+    Returns ``(q, k, rows)``: ``q`` ``(L_q,)`` or ``(B, L_q)``, ``k`` likewise,
+    ``rows`` ``()`` or ``(B,)``.
     """
     lq = _checks.length("query_length", query_length)
     if key_positions is not None:
@@ -187,16 +189,72 @@ def _relative_positions(
                 f"key_positions of shape {shape} gives {shape[0]} sequences, but the batch "
                 f"has B={b} (give B rows, or 1 to share it)"
             )
-    queries = resolve(lq, offset=offset, positions=positions, batch=b)
-    keys = resolve(lk, positions=key_positions, batch=b)
+    for name, t in (
+        ("offset", offset),
+        ("positions", positions),
+        ("key_positions", key_positions),
+    ):
+        if not isinstance(t, Tensor) or t.device == device:
+            continue
+        if name == "offset" and t.dim() == 0 and t.device.type == "cpu":
+            continue  # torch's own rule: a 0-d CPU tensor goes with tensors on any device
+        raise ValueError(
+            f"{name} must be on the device of the bias ({device}), got a tensor on "
+            f"{t.device}: move it with {name}.to({str(device)!r})"
+        )
+    if key_positions is not None:
+        check_domain("key_positions", key_positions)
+    queries = resolve(lq, offset=offset, positions=positions, batch=b, device=device)
+    keys = resolve(lk, positions=key_positions, batch=b, device=device)
     rows = [
         p.values.shape[0] for p in (queries, keys) if p.values is not None and p.values.dim() == 2
     ]
-    name, n_heads, dtype = bias
-    shape = (*([max(rows)] if rows else []), n_heads, lq, lk)
-    _runtime.allocation(shape, dtype, device, lambda: f"{name} of shape {shape}")
-    q, k = queries.tensor(device), keys.tensor(device)
+    return queries.tensor(work), keys.tensor(work), (max(rows),) if rows else ()
+
+
+def _relative(q: Tensor, k: Tensor) -> Tensor:
+    """``key position - query position`` for every pair, ``(L_q, L_k)`` or ``(B, L_q, L_k)``."""
     return k.unsqueeze(-2) - q.unsqueeze(-1)
+
+
+# The temporaries of a block of the bias (int64 distances, float64 products, the
+# rounding's) are kept near this size, whatever the size of the result.
+_BLOCK_BYTES = 1 << 24
+
+
+def _by_blocks(
+    out: Tensor, q: Tensor, k: Tensor, per_pair: int, block: Callable[[Tensor], Tensor]
+) -> Tensor:
+    """Fill ``out`` ``(*rows, *heads, L_q, L_k)`` with ``block(key - query)``, a block at a time.
+
+    ``block`` maps the int64 distances of a block of pairs, ``(r, c)``, to the
+    block's values, ``(*heads, r, c)``; ``per_pair`` is the bytes its temporaries
+    take per pair. Each value depends on its pair only, so the result is the one
+    computed at once, with a peak of ``out`` plus a block.
+    """
+    lq, lk = out.shape[-2], out.shape[-1]
+    if out.numel() == 0:
+        return out
+    q2, k2 = q.reshape(-1, lq), k.reshape(-1, lk)
+    rows = q2.shape[0] if q2.shape[0] > 1 else k2.shape[0]
+    out_ = out.view(rows, -1, lq, lk)
+    pairs = max(1, _BLOCK_BYTES // per_pair)
+    cols = min(lk, pairs)
+    step = max(1, min(lq, pairs // cols))
+    for b in range(rows):
+        qb, kb = q2[b if q2.shape[0] > 1 else 0], k2[b if k2.shape[0] > 1 else 0]
+        for i in range(0, lq, step):
+            for j in range(0, lk, cols):
+                values = block(_relative(qb[i : i + step], kb[j : j + cols]))
+                out_[b, :, i : i + step, j : j + cols].copy_(
+                    values.reshape(-1, *values.shape[-2:])
+                )
+    return out
+
+
+def _blockable(device: torch.device) -> bool:
+    """Whether to fill a bias block by block: eagerly, untransformed, on a real device."""
+    return device.type != "meta" and _runtime.plain_eager()
 
 
 class ALiBi(nn.Module):
@@ -331,15 +389,35 @@ class ALiBi(nn.Module):
         )
         out_device = _default_device(device, positions, key_positions, offset)
         work = _runtime.work_device(out_device)
-        about = ("an ALiBi bias", self.n_heads, torch.float64)
-        relative = _relative_positions(
-            query_length, key_length, offset, positions, key_positions, batch, work, about
+        q, k, rows = _pair_positions(
+            query_length, key_length, offset, positions, key_positions, batch, out_device, work
         )
-        if self.symmetric:
-            relative = -relative.abs()
+        shape = (*rows, self.n_heads, q.shape[-1], k.shape[-1])
         slopes = torch.tensor(self._slopes, dtype=torch.float64, device=work)
-        bias = relative.unsqueeze(-3).to(torch.float64) * slopes[:, None, None]
-        return round_once(bias, out_dtype).to(out_device)
+
+        def bias(relative: Tensor) -> Tensor:
+            if self.symmetric:
+                relative = -relative.abs()
+            line = relative.unsqueeze(-3).to(torch.float64) * slopes[:, None, None]
+            return round_once(line, out_dtype)
+
+        # Per pair: int64 distances and their float64 copy, and per head the float64
+        # product and the rounding's temporaries (about 40 bytes for 2-byte dtypes).
+        rounding = 8 + (40 if out_dtype.itemsize < 4 else out_dtype.itemsize)
+        per_pair = 24 + self.n_heads * rounding
+        blocks = _blockable(out_device)
+        result = self.n_heads * out_dtype.itemsize
+        _runtime.allocation(
+            shape,
+            out_dtype,
+            out_device,
+            lambda: f"an ALiBi bias of shape {shape}",
+            peak=1.0 if blocks else (per_pair + result) / result,
+        )
+        if not blocks:
+            return bias(_relative(q, k)).to(out_device)
+        out = torch.empty(shape, dtype=out_dtype, device=out_device)
+        return _by_blocks(out, q, k, per_pair, bias)
 
 
 def _default_device(device: torch.device | str | None, *tensors: object) -> torch.device:
@@ -442,6 +520,7 @@ def relative_position_bucket(
         tensor([31, 31, 26, 17,  8,  7,  1,  0,  0,  0,  0,  0,  0])
     """
     relative = _checks.integer_tensor("relative_position", relative_position, "an integer tensor")
+    check_domain("relative_position", relative, relative=True)
     if relative.dtype != torch.int64:
         relative = relative.to(torch.int64)
     bidirectional = _checks.flag("bidirectional", bidirectional)
@@ -533,6 +612,13 @@ class RelativePositionBias(nn.Module):
         buckets, distance = _checks.bucket_config(bidirectional, num_buckets, max_distance)
         self.num_buckets: int = buckets
         self.max_distance: int = distance
+        _runtime.allocation(
+            (buckets, self.n_heads),
+            torch.get_default_dtype(),  # the dtype nn.Embedding gives its weight
+            _runtime.default_device(),
+            lambda: f"RelativePositionBias(n_heads={n_heads}, num_buckets={buckets})'s table",
+            "choose fewer heads",
+        )
         self.relative_attention_bias: nn.Embedding = nn.Embedding(self.num_buckets, self.n_heads)
         self._per_direction: int = buckets // 2 if self.bidirectional else buckets
         self._starts: tuple[int, ...] = _bucket_starts(self._per_direction, distance)
@@ -582,14 +668,64 @@ class RelativePositionBias(nn.Module):
             ValueError: a length is negative, both ``offset`` and ``positions``
                 are given, or a shape does not match its length or the batch.
         """
-        weight = self.relative_attention_bias.weight
+        table = self.relative_attention_bias
+        weight = table.weight
         out_dtype = _checks.floating_dtype("dtype", weight.dtype if dtype is None else dtype)
-        about = ("a relative position bias", self.n_heads, weight.dtype)
-        relative = _relative_positions(
-            query_length, key_length, offset, positions, key_positions, batch, weight.device, about
-        )
+        q, k, rows = _pair_positions(
+            query_length, key_length, offset, positions, key_positions, batch,
+            weight.device, weight.device,
+        )  # fmt: skip
+        shape = (*rows, self.n_heads, q.shape[-1], k.shape[-1])
         # relative_position_bucket, with the boundaries computed once, in __init__.
-        buckets = _buckets(relative, self.bidirectional, self._per_direction, self._starts)
-        values: Tensor = self.relative_attention_bias(buckets)  # (B?, Lq, Lk, H)
-        out = values.movedim(-1, -3)
-        return out.to(device=device if device is not None else out.device, dtype=out_dtype)
+        per_direction, starts = self._per_direction, self._starts
+
+        def buckets_of(relative: Tensor) -> Tensor:
+            return _buckets(relative, self.bidirectional, per_direction, starts)
+
+        # Three ways, one result. Without autograd, the bias is filled a block at a
+        # time (the buckets' int64 temporaries, about 48 bytes a pair, stay in the
+        # block). With autograd, the lookup needs every bucket at once: they are
+        # int32, filled by blocks, and the table is read in the result's dtype, so the
+        # peak is the result and the buckets. Under a transform or the compiler, at once.
+        blocks = _blockable(weight.device)
+        plain = self._plain_table()
+        whole = blocks and plain and _runtime.plain_eager(weight)
+        result = self.n_heads * out_dtype.itemsize
+        temporaries = 0 if whole else 4 if blocks else 56
+        _runtime.allocation(
+            shape,
+            out_dtype,
+            weight.device,
+            lambda: f"a relative position bias of shape {shape}",
+            peak=(temporaries + result) / result,
+        )
+        # The table rounded to out_dtype, then read: the values of reading, then rounding.
+        lut = weight if out_dtype == weight.dtype or not plain else weight.to(out_dtype)
+        if whole:
+            out = torch.empty(shape, dtype=out_dtype, device=weight.device)
+
+            def bias(relative: Tensor) -> Tensor:
+                return functional.embedding(buckets_of(relative), lut).movedim(-1, -3)
+
+            _by_blocks(out, q, k, 48 + result, bias)
+        else:
+            if blocks:
+                buckets = torch.empty(
+                    shape[:-3] + shape[-2:], dtype=torch.int32, device=weight.device
+                )
+                _by_blocks(buckets.unsqueeze(-3), q, k, 48, buckets_of)
+            else:
+                buckets = buckets_of(_relative(q, k))
+            # (B?, Lq, Lk, H); with a hook or a subclass, through the module
+            values = functional.embedding(buckets, lut) if plain else table(buckets).to(out_dtype)
+            out = values.movedim(-1, -3)
+        return out.to(device=device if device is not None else out.device)
+
+    def _plain_table(self) -> bool:
+        """Whether the table may be read without calling its module (no hook, no subclass)."""
+        table = self.relative_attention_bias
+        return (
+            type(table) is nn.Embedding
+            and table.max_norm is None
+            and not _runtime.has_hooks(table)
+        )

@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
 from torch import Tensor, nn
 
 from . import _checks, _runtime
@@ -85,9 +86,15 @@ class Embeddings(nn.Module):
         self.d_model: int = _checks.positive_int("d_model", d_model)
         self.vocab: int = _checks.positive_int("vocab", vocab)
         self.scale: float = math.sqrt(self.d_model)
-        self.lut: nn.Embedding = nn.Embedding(
-            self.vocab, self.d_model, padding_idx=_checks.padding_idx(padding_idx, self.vocab)
+        padding_idx = _checks.padding_idx(padding_idx, self.vocab)
+        _runtime.allocation(
+            (vocab, d_model),
+            torch.get_default_dtype(),  # the dtype nn.Embedding gives its weight
+            _runtime.default_device(),
+            lambda: f"Embeddings(d_model={d_model}, vocab={vocab})'s table",
+            "choose a smaller vocab or d_model",
         )
+        self.lut: nn.Embedding = nn.Embedding(self.vocab, self.d_model, padding_idx=padding_idx)
 
     def extra_repr(self) -> str:
         """The configuration, shown in the module's repr."""
@@ -104,6 +111,7 @@ class Embeddings(nn.Module):
 
         Raises:
             TypeError: ``ids`` is a float or bool tensor.
+            ValueError: ``ids`` is on another device than the table.
             IndexError: an id is negative or ``>= vocab`` (checked for CPU
                 tensors in eager mode; elsewhere the embedding kernel checks).
         """
@@ -111,7 +119,9 @@ class Embeddings(nn.Module):
 
     def _lookup(self, ids: Tensor) -> Tensor:
         """``lut(ids)``, unscaled, after the checks: the step both input layers share."""
-        out: Tensor = self.lut(_checks.token_ids(ids, self.vocab))
+        ids = _checks.token_ids(ids, self.vocab)
+        _checks.same_device("token ids", ids, self.lut.weight.device, "the embedding table")
+        out: Tensor = self.lut(ids)
         return out
 
 
@@ -130,7 +140,9 @@ class TokenAndPositionEmbedding(nn.Module):
     from the Annotated Transformer's ``nn.Sequential(Embeddings(d_model, vocab),
     PositionalEncoding(d_model, dropout))`` loads as it is: ``0.lut.weight`` is
     read as ``embeddings.lut.weight``, and ``1.pe`` (the table, of any
-    ``max_len``) is checked against this module's sinusoid and dropped.
+    ``max_len``) is checked against this module's sinusoid and dropped. A
+    checkpoint that holds a weight under both names (``0.lut.weight`` and
+    ``embeddings.lut.weight``) is ambiguous and refused.
 
     Args:
         d_model: Width of the vectors, D.
@@ -200,7 +212,9 @@ class TokenAndPositionEmbedding(nn.Module):
                 ``positions`` is not integer.
             IndexError: an id is negative or ``>= vocab``.
             ValueError: ``ids`` is not 1-D or 2-D, both ``offset`` and
-                ``positions`` are given, or their shapes do not match ``ids``.
+                ``positions`` are given, or their shapes do not match ``ids``;
+                ``ids``, ``offset`` or ``positions`` is on another device than
+                the table; a position lies outside the domain ``|p| < 2**62``.
         """
         ids = _checks.integer_tensor("token ids", ids, _checks.TOKEN_IDS)
         if ids.dim() not in (1, 2):
@@ -213,7 +227,11 @@ class TokenAndPositionEmbedding(nn.Module):
             plain: Tensor = pe(emb(ids), offset=offset, positions=positions)
             return plain
         batch = ids.shape[0] if ids.dim() == 2 else None
-        where = resolve(ids.shape[-1], offset=offset, positions=positions, batch=batch)
+        weight = emb.lut.weight
+        _checks.same_device("token ids", ids, weight.device, "the embedding table")
+        where = resolve(
+            ids.shape[-1], offset=offset, positions=positions, batch=batch, device=ids.device
+        )
         vectors = emb._lookup(ids)
         rows = pe._rows(where, vectors.dtype, vectors.device)
         # The lookup's result is a fresh tensor that nothing else holds (no hook could
@@ -255,7 +273,15 @@ class TokenAndPositionEmbedding(nn.Module):
         # nn.Sequential(Embeddings, PositionalEncoding) names its children "0" and "1".
         for old, new in (("0.", "embeddings."), ("1.", "positional.")):
             for key in [k for k in state_dict if k.startswith(prefix + old)]:
-                state_dict[prefix + new + key[len(prefix + old) :]] = state_dict.pop(key)
+                renamed = prefix + new + key[len(prefix + old) :]
+                if renamed in state_dict:  # both names: which one is meant is unknown
+                    error_msgs.append(
+                        f"{key} and {renamed} are both in the state dict: the checkpoint holds "
+                        f"this entry twice, under the Annotated Transformer's name and under "
+                        f"this module's, and loading either would be a guess; keep one"
+                    )
+                    continue
+                state_dict[renamed] = state_dict.pop(key)
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )

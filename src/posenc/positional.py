@@ -286,7 +286,9 @@ class PositionalEncoding(DerivedTables):
         """
         x = _checks.features(x, self.d_model)
         batch = x.shape[0] if x.dim() == 3 else None
-        where = resolve(x.shape[-2], offset=offset, positions=positions, batch=batch)
+        where = resolve(
+            x.shape[-2], offset=offset, positions=positions, batch=batch, device=x.device
+        )
         out: Tensor = self.dropout(x + self._rows(where, x.dtype, x.device))
         return out
 
@@ -452,7 +454,9 @@ class LearnedPositionalEmbedding(nn.Module):
         """
         x = _checks.features(x, self.d_model)
         batch = x.shape[0] if x.dim() == 3 else None
-        where = resolve(x.shape[-2], offset=offset, positions=positions, batch=batch)
+        where = resolve(
+            x.shape[-2], offset=offset, positions=positions, batch=batch, device=x.device
+        )
         if where.start is not None:
             first, last = where.start, where.start + where.length - 1
             if where.length and (first < 0 or last >= self.max_len):

@@ -20,6 +20,16 @@ are refused. Positions may be negative: the sinusoid and the rotary and relative
 schemes are defined for every integer, and learned tables refuse what they do
 not hold.
 
+The position domain is ``|p| < 2**62``, from :data:`POSITION_MIN` to
+:data:`POSITION_MAX`: half of int64's range, so that the difference of any two
+positions (a relative position, ``key - query``) and its opposite fit in int64
+too. Positions outside it are refused with a ValueError naming the value, for
+int offsets always and for tensors where reading their values is free (on the
+CPU, eagerly: :func:`check_domain`); on an accelerator, under
+:func:`torch.compile` or :func:`torch.func.vmap` tensors are not read, and
+values outside the domain are the caller's to avoid (``uint64`` values from
+``2**63`` then wrap to negative ones when widened to ``int64``).
+
 >>> import torch
 >>> from posenc.positions import resolve
 >>> resolve(4).tensor()
@@ -29,6 +39,10 @@ tensor([[ 0,  1,  2],
         [10, 11, 12]])
 >>> resolve(3, positions=torch.tensor([5, 0, 7], dtype=torch.uint8)).tensor()
 tensor([5, 0, 7])
+>>> resolve(2, offset=2**62 - 1)
+Traceback (most recent call last):
+...
+ValueError: offset=4611686018427387903 puts positions outside int64's position domain ...
 """
 
 from __future__ import annotations
@@ -40,9 +54,34 @@ from torch import Tensor
 
 from . import _checks, _runtime
 
-__all__ = ["Positions", "positions_from_lengths", "positions_from_mask", "resolve"]
+__all__ = [
+    "POSITION_MAX",
+    "POSITION_MIN",
+    "Positions",
+    "check_domain",
+    "positions_from_lengths",
+    "positions_from_mask",
+    "resolve",
+]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+#: The largest position: ``2**62 - 1``. Every difference of two positions fits in int64.
+POSITION_MAX = 2**62 - 1
+#: The smallest position: ``-(2**62 - 1)``, so that the domain is symmetric (``|p| < 2**62``).
+POSITION_MIN = -POSITION_MAX
+#: The largest distance ``|key - query|`` of a relative position: ``2**63 - 1`` (int64
+#: but ``-2**63``, whose opposite is not an int64).
+RELATIVE_MAX = INT64_MAX
+
+_DOMAIN = "int64's position domain |p| < 2**62"
+_DOMAIN_WHY = (
+    "positions must lie in [-(2**62 - 1), 2**62 - 1], half of int64's range, so that every "
+    "difference of two positions fits in int64"
+)
+_RELATIVE = "int64's domain of relative positions |r| < 2**63"
+_RELATIVE_WHY = (
+    "relative positions must lie in [-(2**63 - 1), 2**63 - 1]: -2**63 has no opposite in int64"
+)
 
 
 class Positions(NamedTuple):
@@ -119,9 +158,81 @@ class Positions(NamedTuple):
         return table[self.values.to(table.device)]
 
 
+def check_domain(
+    name: str, value: int | Tensor, *, count: int = 1, relative: bool = False
+) -> None:
+    """Refuse positions outside the position domain ``|p| < 2**62``, naming the value.
+
+    The one check of the domain, for every scheme: call it on positions (or on an
+    offset) before widening them to int64, so that ``uint64`` values from ``2**63``
+    are refused rather than wrapped to negative ones.
+
+    Args:
+        name: The argument's name, for the message (``"offset"``, ``"positions"``).
+        value: An int, or an integer tensor of any dtype. A tensor is read only
+            where that is free (on the CPU, eagerly: ``_runtime.readable``); on an
+            accelerator, under :func:`torch.compile` or a :mod:`torch.func`
+            transform it is not checked. Only int64 and uint64 tensors can hold
+            values outside the domain; narrower dtypes are never read.
+        count: ``value`` is the first of ``count`` consecutive positions (an
+            offset for ``count`` tokens): ``value + count - 1`` is checked too.
+            With ``count=0`` only ``value`` itself is.
+        relative: ``value`` holds relative positions (``key - query``), whose
+            domain is ``|r| < 2**63``: every int64 but ``-2**63``.
+
+    Raises:
+        ValueError: a value lies outside the domain; the message names it.
+    """
+    low, high = (-RELATIVE_MAX, RELATIVE_MAX) if relative else (POSITION_MIN, POSITION_MAX)
+    last = max(count, 1) - 1
+    if isinstance(value, Tensor):
+        if value.dtype not in (torch.int64, torch.uint64) or value.numel() == 0:
+            return
+        if not _runtime.readable(value):
+            return
+        wide = value.view(torch.int64)  # a uint64 from 2**63 reads as a negative int64
+        lo, hi = (int(v) for v in torch.aminmax(wide))
+        if value.dtype == torch.uint64 and lo < 0:
+            bad = lo + 2**64  # the smallest uint64 value from 2**63
+        elif lo < low:
+            bad = lo
+        elif hi + last > high:
+            bad = hi
+        else:
+            return
+        subject = f"{name} holds {bad}, which"
+    elif low <= value and value + last <= high:
+        return
+    else:
+        bad, subject = value, f"{name}={value}"
+    domain, why = (_RELATIVE, _RELATIVE_WHY) if relative else (_DOMAIN, _DOMAIN_WHY)
+    if last and low <= bad <= high:
+        raise ValueError(
+            f"{subject} puts positions outside {domain} for L={count} (the last at "
+            f"{bad + last}): {why}"
+        )
+    raise ValueError(f"{subject} is outside {domain}: {why}")
+
+
+def _check_device(name: str, t: Tensor, device: torch.device | None, *, scalar_ok: bool) -> None:
+    """``t`` is on ``device`` (the input's), or a 0-d CPU tensor where ``scalar_ok``."""
+    if device is None or t.device == device:
+        return
+    if scalar_ok and t.dim() == 0 and t.device.type == "cpu":
+        return  # torch's own rule: a 0-d CPU tensor goes with tensors on any device
+    raise ValueError(
+        f"{name} must be on the device of the input ({device}), got a tensor on {t.device}: "
+        f"move it with {name}.to({str(device)!r})"
+    )
+
+
 def _as_int64(name: str, t: object, what: str) -> Tensor:
-    """An integer tensor of any dtype, widened to int64; bool and floats refused."""
+    """An integer tensor of any dtype, in the position domain, widened to int64.
+
+    Bool and floating tensors are refused; the domain is checked before the widening.
+    """
     t = _checks.integer_tensor(name, t, what)
+    check_domain(name, t)
     return t if t.dtype == torch.int64 else t.to(torch.int64)
 
 
@@ -131,11 +242,17 @@ def resolve(
     offset: int | Tensor = 0,
     positions: Tensor | None = None,
     batch: int | None = None,
+    device: torch.device | str | None = None,
 ) -> Positions:
     """Check ``offset``/``positions`` against an input and return its :class:`Positions`.
 
+    Every position lies in the position domain ``|p| < 2**62`` (see the module's
+    docstring): an int ``offset`` is checked always, tensors where reading them is
+    free (on the CPU, eagerly; :func:`check_domain`).
+
     Args:
-        length: Number of tokens of the input, L.
+        length: Number of tokens of the input, L: an int >= 0 (or a symbolic
+            size while :func:`torch.export` traces).
         offset: Position of the first token: an int, a 0-d integer tensor, or a
             ``(B,)`` integer tensor (one per sequence). Token ``t`` sits at
             ``offset + t``.
@@ -144,24 +261,37 @@ def resolve(
         batch: Batch size B of the input, or None for an unbatched input (which
             takes only positions shared by the batch). A per-sequence tensor may
             have B rows, or 1 to share its row.
+        device: The input's device, or None to accept tensors on any device.
+            ``positions`` and ``offset`` must be on it (a 0-d CPU ``offset`` is
+            accepted too, as torch accepts 0-d CPU tensors with any device).
 
     Returns:
         The positions, with ``start`` set for an int or 0-d ``offset`` given
         as an int, ``values`` (int64) otherwise.
 
     Raises:
-        TypeError: ``offset`` is neither an int nor an integer tensor, or
-            ``positions`` is not an integer tensor (bool and floating tensors
-            are refused; every integer dtype is accepted).
-        ValueError: both are given; a shape does not match ``length`` and
-            ``batch``; an int ``offset`` puts a position outside int64.
+        TypeError: ``length`` is not an int, ``offset`` is neither an int nor
+            an integer tensor, or ``positions`` is not an integer tensor (bool
+            and floating tensors are refused; every integer dtype is accepted).
+        ValueError: ``length`` is negative; both are given; a shape does not
+            match ``length`` and ``batch``; a tensor is on another device than
+            ``device``; a position lies outside the domain ``|p| < 2**62``.
     """
+    length = _checks.length("length", length)
+    where = None if device is None else torch.device(device)
     if positions is not None:
         if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
             raise ValueError(
                 "give either offset or positions, not both: add the offset to the positions"
             )
-        index = _as_int64("positions", positions, "an integer tensor of shape (L,) or (B, L)")
+        shape_text = "an integer tensor of shape (L,) or (B, L)"
+        _check_device(
+            "positions",
+            _checks.integer_tensor("positions", positions, shape_text),
+            where,
+            scalar_ok=False,
+        )
+        index = _as_int64("positions", positions, shape_text)
         if index.dim() not in (1, 2) or index.shape[-1] != length:
             raise ValueError(
                 f"positions must have shape (L,) or (B, L) with L={length}, "
@@ -171,7 +301,14 @@ def resolve(
             _check_rows("positions", tuple(index.shape), index.shape[0], batch)
         return Positions(length, None, index)
     if isinstance(offset, Tensor):
-        start = _as_int64("offset", offset, "an int or an integer tensor of shape () or (B,)")
+        start = _checks.integer_tensor(
+            "offset", offset, "an int or an integer tensor of shape () or (B,)"
+        )
+        _check_device("offset", start, where, scalar_ok=True)
+        check_domain("offset", start, count=length)
+        start = start if start.dtype == torch.int64 else start.to(torch.int64)
+        if where is not None and start.device != where:
+            start = start.to(where)  # a 0-d CPU offset, for an input elsewhere
         steps = torch.arange(length, device=start.device)
         if start.dim() == 0:
             return Positions(length, None, start + steps)
@@ -187,11 +324,7 @@ def resolve(
             f"offset must be an int or an integer tensor, got {type(offset).__name__} "
             f"{offset!r:.60}"
         )
-    if offset < INT64_MIN or offset + max(length, 1) - 1 > INT64_MAX:
-        raise ValueError(
-            f"offset={offset} puts positions outside int64 for L={length}: positions "
-            f"must lie in [-2**63, 2**63 - 1]"
-        )
+    check_domain("offset", offset, count=length)
     return Positions(length, offset, None)
 
 
@@ -220,12 +353,17 @@ def positions_from_mask(mask: Tensor) -> Tensor:
     Args:
         mask: True (or nonzero) for real tokens, False (or 0) for padding: a bool
             tensor, or an integer one such as a Hugging Face ``attention_mask``.
+            Floating masks are refused: one may mean 1 keep, 0 drop, or be
+            additive (0 keep, ``-inf`` drop, as Hugging Face builds them), and
+            reading one as the other inverts it. Convert it first:
+            ``mask.bool()`` for a 0/1 mask, ``additive == 0`` for an additive one.
 
     Returns:
         ``torch.long`` tensor of the shape of ``mask``.
 
     Raises:
-        TypeError: ``mask`` is not a bool or integer tensor.
+        TypeError: ``mask`` is not a bool or integer tensor (a floating mask
+            included: the message says how to convert it).
 
     Shapes:
         - mask: ``(B, L)`` (or any shape; positions count along the last dimension)
@@ -240,11 +378,7 @@ def positions_from_mask(mask: Tensor) -> Tensor:
         >>> positions_from_mask(torch.tensor([0, 1, 1, 1]))  # an attention_mask
         tensor([0, 0, 1, 2])
     """
-    if not isinstance(mask, Tensor) or mask.dtype.is_floating_point or mask.dtype.is_complex:
-        got = f"dtype {mask.dtype}" if isinstance(mask, Tensor) else type(mask).__name__
-        raise TypeError(
-            f"mask must be a bool or integer tensor (True or 1 = real token), got {got}"
-        )
+    mask = _checks.bool_mask("mask", mask, "True or 1 = real token")
     real = mask if mask.dtype == torch.bool else mask != 0
     counts = real.cumsum(dim=-1)
     return (counts - 1).masked_fill(~real, 0)
@@ -256,6 +390,12 @@ def positions_from_lengths(lengths: Tensor | list[int] | tuple[int, ...]) -> Ten
     A packed batch puts several sequences into one row, to waste no slots on
     padding; each token's position counts from the start of its own sequence.
 
+    The size of the result is the sum of the lengths, so the lengths are read:
+    on an accelerator that is a device-to-host sync, and a tensor on the meta
+    device (which holds no values) is refused. The result is refused before any
+    work when it would not fit in the device's memory; it is the only tensor of
+    its size that the computation holds.
+
     Args:
         lengths: Length of each packed sequence, in order: a list of ints or a
             1-D integer tensor. Zero lengths are allowed.
@@ -265,7 +405,9 @@ def positions_from_lengths(lengths: Tensor | list[int] | tuple[int, ...]) -> Ten
 
     Raises:
         TypeError: ``lengths`` is not a sequence of ints or an integer tensor.
-        ValueError: ``lengths`` is not 1-D or holds a negative length.
+        ValueError: ``lengths`` is not 1-D, holds a negative length or one past
+            the position domain (``2**62 - 1``), is on the meta device, or sums
+            to more positions than the device's memory holds.
 
     Shapes:
         - lengths: ``(N,)`` for N sequences
@@ -283,16 +425,57 @@ def positions_from_lengths(lengths: Tensor | list[int] | tuple[int, ...]) -> Ten
                 raise TypeError(
                     f"lengths must be ints, got {type(n).__name__} {n!r:.40} in {lengths!r:.60}"
                 )
+            _length_in_domain(n)
         lengths = torch.tensor(lengths, dtype=torch.int64)
-    lens = _as_int64("lengths", lengths, "a list of ints or a 1-D integer tensor")
+    lens = _checks.integer_tensor("lengths", lengths, "a list of ints or a 1-D integer tensor")
     if lens.dim() != 1:
         raise ValueError(f"lengths must be 1-D, got shape {tuple(lens.shape)}")
+    if lens.device.type == "meta":
+        raise ValueError(
+            "lengths is on the meta device, which holds no values: the size of "
+            "positions_from_lengths' result is their sum, so it needs them; give the "
+            "lengths as a list of ints or a tensor with values"
+        )
     # The output's size is the total length: reading it is a sync on an accelerator
-    # whatever is done, so the sign is checked with it.
-    if lens.numel() and int(lens.min()) < 0:
-        raise ValueError(f"lengths must be >= 0, got {lens.tolist()!r:.80}")
-    total = int(lens.sum())
-    starts = torch.cumsum(lens, 0) - lens
-    return torch.arange(total, device=lens.device) - torch.repeat_interleave(
-        starts, lens, output_size=total
+    # whatever is done, so the range is checked with it.
+    if lens.numel() == 0:
+        return torch.zeros(0, dtype=torch.int64, device=lens.device)
+    wide = lens.view(torch.int64) if lens.dtype == torch.uint64 else lens.to(torch.int64)
+    lo, hi = (int(v) for v in torch.aminmax(wide))
+    if lens.dtype == torch.uint64 and lo < 0:
+        _length_in_domain(lo + 2**64)
+    if lo < 0:
+        raise ValueError(f"lengths must be >= 0, got {lens.tolist()!r:.80} (holds {lo})")
+    _length_in_domain(hi)
+    # int64 sums exactly while N * max < 2**63; past that, Python's ints do.
+    total = int(wide.sum()) if hi * wide.numel() <= INT64_MAX else sum(wide.tolist())
+    if total > POSITION_MAX + 1:
+        raise ValueError(
+            f"lengths sum to {total}: a packed row of that many tokens is past {_DOMAIN} "
+            f"({_DOMAIN_WHY})"
+        )
+    _runtime.allocation(
+        (total,),
+        torch.int64,
+        lens.device,
+        lambda: f"positions_from_lengths' result for lengths summing to {total}",
+        "pack fewer tokens",
     )
+    # Ones, cumulated in place, with each sequence's first token set so that the sum
+    # restarts at 0 there: the result is the only tensor of its size.
+    sizes = wide[wide > 0]
+    starts = torch.cumsum(sizes, 0) - sizes
+    restarts = 1 - sizes.roll(1)
+    restarts[:1] = 0
+    out = torch.ones(total, dtype=torch.int64, device=lens.device)
+    out[starts] = restarts
+    return out.cumsum_(0)
+
+
+def _length_in_domain(n: int) -> None:
+    """A length gives positions 0 .. n - 1, which must lie in the position domain."""
+    if n > POSITION_MAX + 1:
+        raise ValueError(
+            f"lengths holds {n}, a sequence longer than the position domain allows: its "
+            f"positions 0 .. {n - 1} must lie in {_DOMAIN} ({_DOMAIN_WHY})"
+        )

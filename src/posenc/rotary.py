@@ -628,7 +628,9 @@ class RotaryEmbedding(DerivedTables):
         """
         x = _checks.rotary_input(x, self.head_dim)
         batch = x.shape[0] if x.dim() >= 3 else None
-        where = resolve(x.shape[-2], offset=offset, positions=positions, batch=batch)
+        where = resolve(
+            x.shape[-2], offset=offset, positions=positions, batch=batch, device=x.device
+        )
         cos, sin = self._rows(where, self._storage_dtype(x.dtype), x.device)
         if cos.dim() == 3 and x.dim() > 3:  # one row per sequence: broadcast over the heads
             cos = cos.view(cos.shape[0], *(1,) * (x.dim() - 3), *cos.shape[1:])

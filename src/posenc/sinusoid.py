@@ -43,6 +43,7 @@ from torch import Tensor
 
 from . import _angles, _checks, _runtime
 from ._rounding import round_into, round_once
+from .positions import check_domain
 
 __all__ = ["LAYOUTS", "Layout", "inverse_frequencies", "sinusoidal_table"]
 
@@ -147,7 +148,9 @@ def sinusoidal_table(
         TypeError: ``positions`` is not an int or an integer tensor, ``d_model``
             is not an int, or ``dtype`` is not a floating dtype.
         ValueError: ``positions`` is a negative int, ``d_model < 1``,
-            ``base <= 1`` or ``layout`` is unknown.
+            ``base <= 1``, ``layout`` is unknown, or a position lies outside the
+            position domain ``|p| < 2**62`` (checked for tensors on the CPU; see
+            :func:`posenc.positions.check_domain`).
 
     Shapes:
         - positions: ``(*)``, integer
@@ -182,6 +185,7 @@ def sinusoidal_table(
         pos: Tensor | None = _checks.integer_tensor(
             "positions", positions, "an int or an integer tensor"
         )
+        check_domain("positions", positions)
         shape = tuple(positions.shape)
         out_device = torch.device(device) if device is not None else positions.device
     elif isinstance(positions, bool) or not isinstance(positions, int):
@@ -192,6 +196,7 @@ def sinusoidal_table(
     else:
         pos = None
         shape = (_checks.nonnegative_int("positions (a length, as an int)", positions),)
+        check_domain("positions (a length, as an int)", 0, count=shape[0])
         out_device = _runtime.default_device(device)
 
     def what() -> str:

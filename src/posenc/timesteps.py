@@ -14,6 +14,7 @@ from torch import Tensor
 from . import _checks, _runtime
 from ._rounding import round_into, round_once
 from .frequencies import ladder
+from .positions import check_domain
 
 __all__ = ["timestep_embedding"]
 
@@ -113,6 +114,8 @@ def timestep_embedding(
         )
     if timesteps.dtype == torch.bool or timesteps.dtype.is_complex:
         raise TypeError(f"timesteps must be an integer or floating tensor, got {timesteps.dtype}")
+    if not timesteps.dtype.is_floating_point:
+        check_domain("timesteps", timesteps)  # uint64 past 2**63 would wrap
     dim = _checks.positive_int("dim", dim)
     flip = _checks.flag("flip_sin_to_cos", flip_sin_to_cos)
     shift = _checks.real_number("downscale_freq_shift", downscale_freq_shift)

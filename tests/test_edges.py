@@ -1,0 +1,455 @@
+"""The edges of the contract: the position domain, peak memory, devices, MHA's copies, masks.
+
+Each test here pins a class of issue 17: a position outside |p| < 2**62 is refused with
+its value (int, int64 and uint64 alike); a large result peaks near its own size, or is
+refused with it; a tensor on another device is refused by name; MultiHeadedAttention's
+projections are drawn independently and its ``attn`` holds no graph; a checkpoint that
+holds a weight twice is refused; a floating mask, which reads two ways, is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+
+from posenc import (
+    ALiBi,
+    Embeddings,
+    MultiHeadedAttention,
+    PositionalEncoding,
+    PositionwiseFeedForward,
+    RelativePositionBias,
+    TokenAndPositionEmbedding,
+    attention,
+    clones,
+    positions_from_lengths,
+    positions_from_mask,
+    relative_position_bucket,
+    subsequent_mask,
+)
+from posenc import positions as pos
+
+D = 8
+
+# -- The position domain: |p| < 2**62 ---------------------------------------------------------
+
+TOO_FAR = [
+    ("int offset 2**62", {"offset": 2**62}, "offset=4611686018427387904 is outside"),
+    ("int offset -2**62", {"offset": -(2**62)}, "offset=-4611686018427387904 is outside"),
+    ("int offset whose last position is 2**62", {"offset": 2**62 - 2}, "the last at 2**62"),
+    ("positions 2**62", {"positions": torch.tensor([0, 2**62, 1])}, "holds 4611686018427387904"),
+    (
+        "positions -2**63",
+        {"positions": torch.tensor([0, -(2**63), 1])},
+        "holds -9223372036854775808",
+    ),
+    (
+        "uint64 positions 2**63",
+        {"positions": torch.tensor([0, 2**63, 1], dtype=torch.uint64)},
+        "holds 9223372036854775808",
+    ),
+    (
+        "uint64 positions 2**64 - 1",
+        {"positions": torch.tensor([0, 1, 2**64 - 1], dtype=torch.uint64)},
+        "holds 18446744073709551615",
+    ),
+    ("tensor offset 2**62 - 2", {"offset": torch.tensor([2**62 - 2])}, "the last at 2**62"),
+    ("0-d tensor offset -2**63", {"offset": torch.tensor(-(2**63))}, "holds -9223372036854775808"),
+    (
+        "uint64 tensor offset",
+        {"offset": torch.tensor([2**63 + 7], dtype=torch.uint64)},
+        "holds 9223372036854775815",
+    ),
+]
+
+
+def _last_at_2_62(match: str) -> str:
+    return re.escape(match).replace("2\\*\\*62", str(2**62))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"), [c[1:] for c in TOO_FAR], ids=[c[0] for c in TOO_FAR]
+)
+def test_resolve_refuses_positions_outside_the_domain(
+    kwargs: dict[str, object], match: str
+) -> None:
+    with pytest.raises(ValueError, match=_last_at_2_62(match)) as info:
+        pos.resolve(3, batch=1, **kwargs)  # type: ignore[arg-type]
+    assert "position domain |p| < 2**62" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda kw: ALiBi(2)(3, **kw),
+        lambda kw: RelativePositionBias(2)(3, **kw),
+        lambda kw: TokenAndPositionEmbedding(D, 10)(torch.tensor([[1, 2, 3]]), **kw),
+    ],
+    ids=["ALiBi", "RelativePositionBias", "TokenAndPositionEmbedding"],
+)
+@pytest.mark.parametrize(
+    ("kwargs", "match"), [c[1:] for c in TOO_FAR], ids=[c[0] for c in TOO_FAR]
+)
+def test_every_scheme_refuses_positions_outside_the_domain(
+    call: Callable[[dict[str, object]], object], kwargs: dict[str, object], match: str
+) -> None:
+    with pytest.raises(ValueError, match=_last_at_2_62(match)):
+        call(kwargs)
+
+
+def test_the_edges_of_the_domain_are_accepted_and_their_differences_exact() -> None:
+    edge = 2**62 - 1
+    assert (-edge, edge) == (pos.POSITION_MIN, pos.POSITION_MAX)
+    assert pos.resolve(2, offset=edge - 1).tensor().tolist() == [edge - 1, edge]
+    ends = torch.tensor([-edge, edge])
+    # The widest distance, 2**63 - 2, in both directions: no int64 overflow.
+    alibi = ALiBi(1, symmetric=True)(2, positions=ends, key_positions=ends, dtype=torch.float64)
+    far = -(2.0**-8) * float(2**63 - 2)
+    assert alibi[0].tolist() == [[0.0, far], [far, 0.0]]
+    t5 = RelativePositionBias(1)
+    weight = t5.relative_attention_bias.weight[:, 0]
+    bias = t5(2, positions=ends, key_positions=ends)[0]
+    assert torch.equal(bias, torch.stack([weight[[0, 31]], weight[[15, 0]]]))
+    with pytest.raises(ValueError, match="key_positions holds 4611686018427387904"):
+        ALiBi(1)(1, key_positions=torch.tensor([2**62]))
+
+
+def test_relative_position_bucket_refuses_what_has_no_opposite_in_int64() -> None:
+    edge = 2**63 - 1
+    got = relative_position_bucket(torch.tensor([-edge, edge, -edge, edge]).view(2, 2))
+    assert got.tolist() == [[15, 31], [15, 31]]
+    for bad, shown in [
+        (torch.tensor([0, -(2**63)]), "-9223372036854775808"),
+        (torch.tensor([2**63], dtype=torch.uint64), "9223372036854775808"),
+        (torch.tensor([2**64 - 1], dtype=torch.uint64), "18446744073709551615"),
+    ]:
+        with pytest.raises(ValueError, match=f"relative_position holds {shown}.*2\\*\\*63"):
+            relative_position_bucket(bad)
+
+
+@pytest.mark.parametrize(
+    ("length", "error", "match"),
+    [
+        (-1, ValueError, "length must be an int >= 0, got -1"),
+        (3.5, TypeError, "length must be an int, got float 3.5"),
+        (True, TypeError, "length must be an int, got bool True"),
+        (2**63, ValueError, "length must be at most 2\\*\\*63 - 1"),
+    ],
+)
+def test_resolve_checks_the_length(length: object, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        pos.resolve(length)  # type: ignore[arg-type]
+
+
+def test_check_domain_is_one_function_for_ints_and_tensors() -> None:
+    pos.check_domain("positions", torch.tensor([-(2**62) + 1, 2**62 - 1]))
+    pos.check_domain("positions", torch.tensor([2**32 - 1], dtype=torch.uint32))  # never read
+    pos.check_domain("offset", 5, count=10)
+    with pytest.raises(ValueError, match="offset=4611686018427387900 puts positions outside"):
+        pos.check_domain("offset", 2**62 - 4, count=10)
+    with pytest.raises(ValueError, match="positions holds 9223372036854775808"):
+        pos.check_domain("positions", torch.tensor([2**63], dtype=torch.uint64))
+
+
+# -- Sizes: refused before any allocation, with the size -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda: Embeddings(10**6, 10**6), "Embeddings(d_model=1000000, vocab=1000000)'s table"),
+        (
+            lambda: TokenAndPositionEmbedding(10**6, 10**6),
+            "Embeddings(d_model=1000000, vocab=1000000)'s table",
+        ),
+        (lambda: RelativePositionBias(10**9), "RelativePositionBias(n_heads=1000000000"),
+        (lambda: MultiHeadedAttention(1, 10**6), "MultiHeadedAttention(h=1, d_model=1000000)"),
+        (
+            lambda: PositionwiseFeedForward(10**6, 10**6),
+            "PositionwiseFeedForward(d_model=1000000, d_ff=1000000)",
+        ),
+        (lambda: positions_from_lengths([2**40]), "lengths summing to 1099511627776"),
+    ],
+    ids=["Embeddings", "TokenAndPosition", "T5", "MHA", "FFN", "positions_from_lengths"],
+)
+def test_too_large_is_refused_with_its_size(make: Callable[[], object], words: str) -> None:
+    with pytest.raises(ValueError, match=r"needs [\d.]+ [TPG]B") as info:
+        make()
+    assert words in str(info.value)
+    if "lengths" not in words:
+        with torch.device("meta"):  # no memory there: the same module builds
+            module = make()
+        assert isinstance(module, nn.Module)
+        assert all(p.is_meta for p in module.parameters())
+
+
+@pytest.mark.parametrize(
+    ("lengths", "match"),
+    [
+        ([2**62, 2**62], "lengths sum to 9223372036854775808"),
+        ([2**70], "lengths holds 1180591620717411303424"),
+        (torch.tensor([3, 2**63], dtype=torch.uint64), "lengths holds 9223372036854775808"),
+        (torch.tensor([2**61] * 5), "lengths sum to 11529215046068469760"),
+    ],
+)
+def test_lengths_past_the_domain_are_refused_with_their_value(lengths: object, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        positions_from_lengths(lengths)  # type: ignore[arg-type]
+
+
+def test_packed_positions_are_unchanged() -> None:
+    assert positions_from_lengths([0, 2, 0, 3, 0]).tolist() == [0, 1, 0, 1, 2]
+    assert positions_from_lengths(torch.tensor([1, 1, 2], dtype=torch.uint64)).tolist() == [
+        0,
+        0,
+        0,
+        1,
+    ]
+    with pytest.raises(
+        ValueError, match=re.escape("lengths must be >= 0, got [3, -1] (holds -1)")
+    ):
+        positions_from_lengths([3, -1])
+
+
+PEAK = """
+import resource, torch
+from posenc import ALiBi, RelativePositionBias, positions_from_lengths
+{setup}
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = call()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) * 1024 / (out.numel() * out.element_size()))
+"""
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "call = lambda: ALiBi(1)(8000)",
+        "call = lambda: ALiBi(8, symmetric=True)(3000, dtype=torch.bfloat16)",
+        "t5 = RelativePositionBias(1)\ncall = lambda: t5(8000)\ntorch.set_grad_enabled(False)",
+        "t5 = RelativePositionBias(2)\ncall = lambda: t5(6000)",
+        "call = lambda: positions_from_lengths([2**24] * 4)",
+    ],
+    ids=["ALiBi", "ALiBi-bf16", "T5-inference", "T5-autograd", "positions_from_lengths"],
+)
+def test_a_large_result_peaks_below_twice_its_size(setup: str) -> None:
+    # Measured in a fresh process: the growth of its peak resident memory over one call,
+    # in units of the result (int64 distances and float64 products peaked at 3-18x).
+    code = PEAK.format(setup=textwrap.dedent(setup))
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    )
+    ratio = float(run.stdout.strip())
+    assert ratio < 2.0, ratio
+
+
+# -- Devices ------------------------------------------------------------------------------------
+
+META = torch.device("meta")
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (
+            lambda: pos.resolve(3, positions=torch.arange(3, device=META), device="cpu"),
+            r"positions must be on the device of the input \(cpu\), got a tensor on meta",
+        ),
+        (
+            lambda: pos.resolve(3, offset=torch.tensor([1], device=META), batch=1, device="cpu"),
+            r"offset must be on the device of the input \(cpu\), got a tensor on meta",
+        ),
+        (
+            lambda: pos.resolve(3, positions=torch.arange(3), device="meta"),
+            r"positions must be on the device of the input \(meta\), got a tensor on cpu",
+        ),
+        (
+            lambda: ALiBi(2)(3, positions=torch.arange(3, device=META), device="cpu"),
+            r"positions must be on the device of the bias \(cpu\), got a tensor on meta",
+        ),
+        (
+            lambda: ALiBi(2)(3, key_positions=torch.arange(3, device=META), device="cpu"),
+            r"key_positions must be on the device of the bias \(cpu\), got a tensor on meta",
+        ),
+        (
+            lambda: RelativePositionBias(2)(3, offset=torch.tensor([1], device=META)),
+            r"offset must be on the device of the bias \(cpu\), got a tensor on meta",
+        ),
+        (
+            lambda: TokenAndPositionEmbedding(D, 10)(
+                torch.tensor([1, 2]), positions=torch.arange(2, device=META)
+            ),
+            r"positions must be on the device of the input \(cpu\), got a tensor on meta",
+        ),
+        (
+            lambda: Embeddings(D, 10)(torch.tensor([1, 2], device=META)),
+            r"token ids must be on the device of the embedding table \(cpu\), got .* on meta",
+        ),
+        (
+            lambda: attention(*[torch.zeros(3, 4)] * 3, mask=torch.ones(3, 3, device=META) > 0),
+            r"mask must be on the device of the query \(cpu\), got a tensor on meta",
+        ),
+        (
+            lambda: MultiHeadedAttention(2, D)(
+                *[torch.zeros(1, 3, D)] * 3, mask=subsequent_mask(3).to(META)
+            ),
+            r"mask must be on the device of the query \(cpu\), got a tensor on meta",
+        ),
+        (
+            lambda: positions_from_lengths(torch.tensor([2, 3], device=META)),
+            "lengths is on the meta device, which holds no values",
+        ),
+    ],
+    ids=[
+        "resolve-positions",
+        "resolve-offset",
+        "resolve-cpu-positions-for-meta",
+        "ALiBi-positions",
+        "ALiBi-key_positions",
+        "T5-offset",
+        "TokenAndPosition-positions",
+        "Embeddings-ids",
+        "attention-mask",
+        "MHA-mask",
+        "positions_from_lengths",
+    ],
+)
+def test_a_tensor_on_another_device_is_refused_by_name(
+    call: Callable[[], object], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_a_0d_cpu_offset_goes_with_any_device_and_meta_results_stay_meta() -> None:
+    where = pos.resolve(3, offset=torch.tensor(2), device="meta")
+    assert where.tensor().device == META
+    assert ALiBi(2)(3, 4, offset=torch.tensor(1), device="meta").device == META
+    assert pos.resolve(3, offset=torch.tensor(2), device="cpu").tensor().tolist() == [2, 3, 4]
+
+
+# -- Types and messages --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("base", [10**400, 10**5000], ids=["10**400", "10**5000"])
+def test_a_base_past_the_float_range_is_a_value_error(base: int) -> None:
+    with pytest.raises(ValueError, match=r"base must be a finite number > 1, got .*float range"):
+        PositionalEncoding(D, base=base)
+
+
+def test_attention_dropout_must_be_a_module() -> None:
+    x = torch.zeros(3, 4)
+    with pytest.raises(
+        TypeError, match=r"dropout must be a module .*nn.Dropout\(0.1\).*float 0.1"
+    ):
+        attention(x, x, x, dropout=0.1)  # type: ignore[arg-type]
+    out, _ = attention(x, x, x, dropout=nn.Dropout(0.0))
+    assert out.shape == (3, 4)
+
+
+@pytest.mark.parametrize(
+    ("make", "run"),
+    [
+        (lambda: MultiHeadedAttention(2, D), lambda m, x: m(x, x, x)),
+        (lambda: PositionwiseFeedForward(D, 16), lambda m, x: m(x)),
+    ],
+    ids=["MultiHeadedAttention", "PositionwiseFeedForward"],
+)
+def test_an_input_of_another_dtype_than_the_weights_says_how_to_cast(
+    make: Callable[[], nn.Module], run: Callable[[nn.Module, torch.Tensor], torch.Tensor]
+) -> None:
+    module = make()
+    x = torch.randn(1, 3, D, dtype=torch.bfloat16)
+    with pytest.raises(TypeError, match=r"dtype torch.bfloat16 .*torch.float32.*\.to\("):
+        run(module, x)
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # autocast casts: still allowed
+        assert run(module, x).shape == x.shape
+    assert run(module.to(torch.bfloat16), x).dtype == torch.bfloat16
+
+
+# -- MultiHeadedAttention's projections and attn -------------------------------------------------
+
+
+def test_the_four_projections_are_drawn_independently() -> None:
+    mha = MultiHeadedAttention(2, D)
+    weights = [lin.weight for lin in mha.linears]  # type: ignore[union-attr]
+    for i in range(4):
+        for j in range(i + 1, 4):
+            assert not torch.equal(weights[i], weights[j]), (i, j)
+    assert list(mha.state_dict())[:2] == ["linears.0.weight", "linears.0.bias"]
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: MultiHeadedAttention(2, D), lambda: PositionwiseFeedForward(D, 16)],
+    ids=["MultiHeadedAttention", "PositionwiseFeedForward"],
+)
+def test_meta_init_then_reset_parameters_equals_normal_construction(
+    make: Callable[[], nn.Module],
+) -> None:
+    torch.manual_seed(5)
+    normal = make()
+    with torch.device("meta"):
+        late = make()
+    late.to_empty(device="cpu")
+    torch.manual_seed(5)
+    late.reset_parameters()  # type: ignore[operator]
+    for (name, a), b in zip(normal.state_dict().items(), late.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_attn_holds_no_graph_after_a_training_forward() -> None:
+    mha = MultiHeadedAttention(2, D).train()
+    x = torch.randn(2, 3, D, requires_grad=True)
+    mha(x, x, x, mask=subsequent_mask(3)).sum().backward()
+    assert mha.attn is not None
+    assert mha.attn.grad_fn is None
+    assert not mha.attn.requires_grad
+    assert mha.attn.shape == (2, 2, 3, 3)
+    twin = copy.deepcopy(mha)
+    assert torch.equal(twin.attn, mha.attn)  # type: ignore[arg-type]
+    assert len(clones(mha, 2)) == 2
+
+
+# -- Checkpoints ---------------------------------------------------------------------------------
+
+
+def test_a_checkpoint_with_both_names_of_a_weight_is_refused_as_ambiguous() -> None:
+    layer = TokenAndPositionEmbedding(D, 10)
+    state = {"embeddings.lut.weight": torch.zeros(10, D), "0.lut.weight": torch.ones(10, D)}
+    with pytest.raises(RuntimeError, match=r"0\.lut\.weight and embeddings\.lut\.weight are both"):
+        layer.load_state_dict(state)
+    layer.load_state_dict({"0.lut.weight": torch.ones(10, D)})  # the legacy name alone: fine
+    assert torch.equal(layer.embeddings.lut.weight, torch.ones(10, D))
+
+
+# -- Masks that read two ways --------------------------------------------------------------------
+
+
+def test_a_floating_mask_is_refused_with_how_to_convert_it() -> None:
+    x = torch.randn(1, 3, D)
+    additive = torch.zeros(3, 3).masked_fill(~subsequent_mask(3)[0], -torch.inf)
+    for call in (
+        lambda m: attention(x, x, x, mask=m),
+        lambda m: MultiHeadedAttention(2, D)(x, x, x, mask=m),
+        lambda m: positions_from_mask(m),
+    ):
+        for mask in (additive, subsequent_mask(3).float(), subsequent_mask(3).half()):
+            with pytest.raises(TypeError, match=r"mask\.bool\(\).*additive == 0") as info:
+                call(mask)
+            assert "floating mask reads two ways" in str(info.value)
+    # What the additive mask means, said as a bool mask or as a bias: the same attention.
+    by_mask, _ = attention(x, x, x, mask=additive == 0)
+    by_bias, _ = attention(x, x, x, bias=additive)
+    by_int, _ = attention(x, x, x, mask=subsequent_mask(3).to(torch.int32))
+    assert torch.equal(by_mask, by_int)
+    torch.testing.assert_close(by_bias, by_mask, rtol=0, atol=1e-6)
