@@ -20,6 +20,7 @@ import pytest
 import torch
 from torch import nn
 
+import posenc
 from posenc import (
     ALiBi,
     Embeddings,
@@ -221,7 +222,7 @@ def test_packed_positions_are_unchanged() -> None:
 
 PEAK = """
 import resource, torch
-from posenc import ALiBi, RelativePositionBias, positions_from_lengths
+from posenc import ALiBi, RelativePositionBias, positions_from_lengths, timestep_embedding
 {setup}
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 out = call()
@@ -238,8 +239,16 @@ print((after - before) * 1024 / (out.numel() * out.element_size()))
         "t5 = RelativePositionBias(1)\ncall = lambda: t5(8000)\ntorch.set_grad_enabled(False)",
         "t5 = RelativePositionBias(2)\ncall = lambda: t5(6000)",
         "call = lambda: positions_from_lengths([2**24] * 4)",
+        "t = torch.arange(2**16)\ncall = lambda: timestep_embedding(t, 1024)",
     ],
-    ids=["ALiBi", "ALiBi-bf16", "T5-inference", "T5-autograd", "positions_from_lengths"],
+    ids=[
+        "ALiBi",
+        "ALiBi-bf16",
+        "T5-inference",
+        "T5-autograd",
+        "positions_from_lengths",
+        "timestep_embedding",
+    ],
 )
 def test_a_large_result_peaks_below_twice_its_size(setup: str) -> None:
     # Measured in a fresh process: the growth of its peak resident memory over one call,
@@ -453,3 +462,26 @@ def test_a_floating_mask_is_refused_with_how_to_convert_it() -> None:
     by_int, _ = attention(x, x, x, mask=subsequent_mask(3).to(torch.int32))
     assert torch.equal(by_mask, by_int)
     torch.testing.assert_close(by_bias, by_mask, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "positions",
+    [
+        torch.tensor([0, -(2**63)]),
+        torch.tensor([2**62]),
+        torch.tensor([2**64 - 1], dtype=torch.uint64),
+    ],
+    ids=["-2**63", "2**62", "uint64-max"],
+)
+def test_the_sinusoid_and_timesteps_refuse_integers_outside_the_domain(
+    positions: torch.Tensor,
+) -> None:
+    # -2**63 had its sines' sign flipped (abs overflows); 2**64 - 1 was read as -1.
+    with pytest.raises(ValueError, match="position domain"):
+        posenc.sinusoidal_table(positions, 8)
+    with pytest.raises(ValueError, match="position domain"):
+        posenc.timestep_embedding(positions, 8)
+    edge = torch.tensor([2**62 - 1, -(2**62 - 1)])
+    assert torch.equal(
+        posenc.sinusoidal_table(edge, 8)[1, 1::2], posenc.sinusoidal_table(edge, 8)[0, 1::2]
+    )
