@@ -67,3 +67,46 @@ def test_past_the_stated_positions_the_float32_bound_fails() -> None:
     y = RotaryEmbedding(D)(x, offset=first).double().numpy()
     err = np.abs(y - exact_rotation(x, list(range(first, first + 4))))
     assert np.any(err > 2.0 * ulp_of_pair_length(x, torch.float32))
+
+
+# -- seq_len: the length the frequencies depend on -------------------------------------------
+
+SCALINGS = [
+    {"rope_type": "dynamic", "factor": 4.0, "max_position_embeddings": 64},
+    {
+        "rope_type": "longrope",
+        "original_max_position_embeddings": 64,
+        "short_factor": [1.0] * 8,
+        "long_factor": [2.0 + k for k in range(8)],
+        "factor": 4.0,
+    },
+]
+
+
+@pytest.mark.parametrize("scaling", SCALINGS, ids=["dynamic", "longrope"])
+@pytest.mark.parametrize("cut", [16, 48, 100])
+def test_a_slice_with_the_whole_length_rotates_as_the_whole_sequence(
+    scaling: dict[str, object], cut: int
+) -> None:
+    # Context parallelism: each rank holds part of the sequence; passing the global
+    # length gives every rank the frequencies of the whole sequence.
+    rope = RotaryEmbedding(16, scaling=scaling, max_len=32)
+    x = torch.randn(2, 3, 200, 16)
+    whole = rope(x)
+    first = rope(x[..., :cut, :], seq_len=200)
+    rest = rope(x[..., cut:, :], offset=cut, seq_len=200)
+    assert torch.equal(torch.cat((first, rest), dim=-2), whole)
+    positions = torch.arange(cut, 200)
+    assert torch.equal(rope(x[..., cut:, :], positions=positions, seq_len=200), rest)
+    cos, _ = rope.cos_sin(200 - cut, offset=cut, seq_len=200)
+    assert torch.equal(cos, rope.cos_sin(200)[0][cut:])
+    if cut <= 64:  # without it, a slice within the trained length takes the short frequencies
+        assert not torch.equal(rope(x[..., :cut, :]), first)
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True, "10"])
+def test_seq_len_is_a_positive_int(value: object) -> None:
+    rope = RotaryEmbedding(8)
+    error = ValueError if isinstance(value, int) and not isinstance(value, bool) else TypeError
+    with pytest.raises(error, match="seq_len"):
+        rope(torch.randn(2, 8), seq_len=value)  # type: ignore[arg-type]

@@ -401,8 +401,9 @@ def broadcasts_to(name: str, t: object, shape: tuple[int, ...], legend: str) -> 
 
 
 def seq_len(value: object) -> int | None:
-    if value is None:
-        return None
+    """A sequence length: a positive int, None, or a symbolic size while a graph traces."""
+    if value is None or isinstance(value, torch.SymInt):
+        return value  # type: ignore[return-value]
     return positive_int("seq_len", value)
 
 

@@ -521,6 +521,7 @@ class RotaryEmbedding(DerivedTables):
         offset: int | Tensor = 0,
         positions: Tensor | None = None,
         batch: int | None = None,
+        seq_len: int | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
     ) -> tuple[Tensor, Tensor]:
@@ -540,6 +541,7 @@ class RotaryEmbedding(DerivedTables):
             positions: The position of every token; excludes ``offset``.
             batch: Batch size B, to check per-sequence ``offset`` and
                 ``positions`` against; None for shared positions only.
+            seq_len: The length the frequencies depend on, as in :meth:`forward`.
             dtype: Floating dtype of the tables (default: the module's, torch's
                 default dtype when built, then that of the last cast: a module cast
                 to bfloat16 gives bfloat16 tables, each rounded once from float64).
@@ -570,11 +572,15 @@ class RotaryEmbedding(DerivedTables):
         dtype = _checks.floating_dtype("dtype", self._dtype if dtype is None else dtype)
         device = self._cos.device if device is None else torch.device(device)
         where = resolve(length, offset=offset, positions=positions, batch=batch)
-        cos, sin = self._fresh(*self._rows(where, dtype, device))
+        cos, sin = self._fresh(*self._rows(where, dtype, device, _checks.seq_len(seq_len)))
         return cos, sin
 
     def _rows(
-        self, where: Positions, dtype: torch.dtype, device: torch.device
+        self,
+        where: Positions,
+        dtype: torch.dtype,
+        device: torch.device,
+        seq_len: int | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Cos and sin at ``where``, ``(L, h)`` or ``(B, L, h)``: views of the tables, read only.
 
@@ -584,19 +590,28 @@ class RotaryEmbedding(DerivedTables):
         from float64 with the same values.
         """
         limit = self.max_len if self._trained is None else min(self.max_len, self._trained)
-        if self._serves(dtype, device) and where.within(limit):
+        long = seq_len is not None and self._trained is not None and seq_len > self._trained
+        if self._serves(dtype, device) and where.within(limit) and not long:
             return where.take(self._cos), where.take(self._sin)
         work = _runtime.work_device(device)
-        freqs = self._frequencies(where, work)
+        freqs = self._frequencies(where, work, seq_len)
         cos, sin = _cos_sin(where.tensor(work), freqs, self.attention_factor, dtype)
         return cos.to(device), sin.to(device)
 
-    def _frequencies(self, where: Positions, device: torch.device) -> Tensor:
-        """The frequencies for this call: fixed, or from its length for dynamic and longrope."""
+    def _frequencies(
+        self, where: Positions, device: torch.device, given: int | None = None
+    ) -> Tensor:
+        """The frequencies for this call: fixed, or from its length for dynamic and longrope.
+
+        The length is ``given`` (``seq_len``), else the largest position + 1.
+        """
         if self._trained is None:
             return self._freqs.to(device)
-        if where.start is not None:
-            seq_len: int | Tensor | None = where.start + where.length
+        seq_len: int | Tensor | None
+        if given is not None:
+            seq_len = given
+        elif where.start is not None:
+            seq_len = where.start + where.length
         elif where.values is not None and where.values.numel():
             seq_len = where.values.amax().to(device) + 1  # no sync: stays a tensor
         else:
@@ -604,7 +619,12 @@ class RotaryEmbedding(DerivedTables):
         return self._config.frequencies(seq_len, device)
 
     def forward(
-        self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
+        self,
+        x: Tensor,
+        *,
+        offset: int | Tensor = 0,
+        positions: Tensor | None = None,
+        seq_len: int | None = None,
     ) -> Tensor:
         """Rotate each pair of features of ``x`` by its position's angles.
 
@@ -615,6 +635,11 @@ class RotaryEmbedding(DerivedTables):
             positions: Integer tensor ``(L,)`` or ``(B, L)`` (B may be 1) with
                 the position of every token, e.g. from
                 :func:`~posenc.positions_from_mask`; any integers, any integer dtype.
+            seq_len: The length the frequencies depend on ("dynamic" and
+                "longrope"; ignored by the other types): by default the largest
+                position + 1. Under context parallelism each rank holds part of
+                the sequence and passes the whole sequence's length here, so that
+                every rank rotates with the same frequencies.
 
         Returns:
             Tensor of the shape and dtype of ``x``.
@@ -631,7 +656,8 @@ class RotaryEmbedding(DerivedTables):
         where = resolve(
             x.shape[-2], offset=offset, positions=positions, batch=batch, device=x.device
         )
-        cos, sin = self._rows(where, self._storage_dtype(x.dtype), x.device)
+        length = _checks.seq_len(seq_len)
+        cos, sin = self._rows(where, self._storage_dtype(x.dtype), x.device, length)
         if cos.dim() == 3 and x.dim() > 3:  # one row per sequence: broadcast over the heads
             cos = cos.view(cos.shape[0], *(1,) * (x.dim() - 3), *cos.shape[1:])
             sin = sin.view(cos.shape)
