@@ -342,6 +342,14 @@ def break_table_code(app, pagename, templatename, context, doctree) -> None:  # 
     context["body"] = TABLE.sub(lambda table: CODE_TEXT.sub(breakable, table[0]), body)
 
 
+def public_bases(app, name, obj, options, bases) -> None:  # type: ignore[no-untyped-def]
+    """Show a private base of posenc's (``_tables.DerivedTables``) as what it derives from."""
+    for i, base in enumerate(list(bases)):
+        module = getattr(base, "__module__", "")
+        if module.startswith("posenc.") and module.split(".")[1].startswith("_"):
+            bases[i : i + 1] = [b for b in base.__bases__ if b is not object]
+
+
 def setup(app) -> None:  # type: ignore[no-untyped-def]
     _mathjax_source()  # fail early, before the examples run, if MathJax is missing
     app.connect("build-finished", copy_mathjax)
@@ -351,5 +359,6 @@ def setup(app) -> None:  # type: ignore[no-untyped-def]
     app.connect("html-page-context", break_table_code)
     app.connect("missing-reference", resolve_reexported)
     app.connect("autodoc-process-docstring", add_minigallery, priority=600)
+    app.connect("autodoc-process-bases", public_bases)
     app.connect("env-check-consistency", check_public_api)
     app.connect("env-check-consistency", check_gallery_figures)

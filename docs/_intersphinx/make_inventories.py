@@ -41,6 +41,9 @@ PYTHON = [
     ("math.pi", "data", "library/math.html#$"),
     ("copy.deepcopy", "function", "library/copy.html#$"),
     ("typing.Any", "data", "library/typing.html#$"),
+    ("decimal", "module", "library/decimal.html#module-$"),
+    ("collections.abc.Mapping", "class", "library/collections.abc.html#$"),
+    ("collections.abc.Callable", "class", "library/collections.abc.html#$"),
 ]
 
 # PyTorch documents most objects on a generated page of their own. Autodoc names some
@@ -57,6 +60,8 @@ TORCH = [
     ("torch.get_default_dtype", "function", "generated/torch.get_default_dtype.html#$"),
     ("torch.func", "module", "func.html#module-$"),
     ("torch.func.vmap", "function", "generated/torch.func.vmap.html#$"),
+    ("torch.export", "module", "export.html#module-$"),
+    ("torch.autocast", "class", "amp.html#$"),
     ("torch.nn.Module", "class", f"{MODULE}#$"),
     ("torch.nn.Module.state_dict", "method", f"{MODULE}#$"),
     ("torch.nn.Module.load_state_dict", "method", f"{MODULE}#$"),

@@ -248,7 +248,7 @@ class MultiHeadedAttention(nn.Module):
 
         Raises:
             TypeError: an input is not a floating tensor, or its dtype is not the
-                weights' (outside :func:`torch.autocast`); ``mask`` is not a bool
+                weights' (outside :class:`torch.autocast`); ``mask`` is not a bool
                 or integer tensor.
             ValueError: a shape does not fit (the message names the shapes), or
                 an input, ``mask`` or ``bias`` is on another device.
@@ -329,7 +329,7 @@ class PositionwiseFeedForward(nn.Module):
 
         Raises:
             TypeError: ``x`` is not a floating tensor, or its dtype is not the
-                weights' (outside :func:`torch.autocast`).
+                weights' (outside :class:`torch.autocast`).
             ValueError: the last dimension of ``x`` is not ``d_model``, or ``x``
                 is on another device than the weights.
         """

@@ -42,7 +42,7 @@ tensor([5, 0, 7])
 >>> resolve(2, offset=2**62 - 1)
 Traceback (most recent call last):
 ...
-ValueError: offset=4611686018427387903 puts positions outside int64's position domain ...
+ValueError: offset=4611686018427387903 puts positions outside int64's position ...
 """
 
 from __future__ import annotations
@@ -65,9 +65,9 @@ __all__ = [
 ]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-#: The largest position: ``2**62 - 1``. Every difference of two positions fits in int64.
+#: The largest position, ``2**62 - 1``. Every difference of two positions fits in int64.
 POSITION_MAX = 2**62 - 1
-#: The smallest position: ``-(2**62 - 1)``, so that the domain is symmetric (``|p| < 2**62``).
+#: The smallest position, ``-(2**62 - 1)``, so that the domain is symmetric (``|p| < 2**62``).
 POSITION_MIN = -POSITION_MAX
 #: The largest distance ``|key - query|`` of a relative position: ``2**63 - 1`` (int64
 #: but ``-2**63``, whose opposite is not an int64).
@@ -252,7 +252,7 @@ def resolve(
 
     Args:
         length: Number of tokens of the input, L: an int >= 0 (or a symbolic
-            size while :func:`torch.export` traces).
+            size while :mod:`torch.export` traces).
         offset: Position of the first token: an int, a 0-d integer tensor, or a
             ``(B,)`` integer tensor (one per sequence). Token ``t`` sits at
             ``offset + t``.
