@@ -1,4 +1,4 @@
-"""posenc: the Transformer's input layer, token embeddings and sinusoidal positions."""
+"""posenc: positional encodings for PyTorch: sinusoid, RoPE, ALiBi, T5, learned, grids, timesteps."""
 
 from .attention import (
     MultiHeadedAttention,
