@@ -127,6 +127,7 @@ async () => {
     if (error) {
       const message = error[1].match(/data-mjx-error="([^"]*)"/);
       out.push({kind: "error", tex: tex, detail: message ? message[1] : "merror"});
+      continue;  // the message names the macro: one report
     }
     const shown = mml.match(/<(mi|mo|mn|mtext|ms)\b[^>]*>([^<]*\\[^<]*)</);
     if (shown) out.push({kind: "backslash", tex: tex, detail: shown[2].trim()});
