@@ -489,7 +489,8 @@ def check_page(page: Page, problems: Problems, url: str) -> None:
         if bad["kind"] == "error":
             problems.add(f"MathJax error in {bad['tex']!r}: {bad['detail']}")
         elif bad["kind"] == "backslash":
-            problems.add(f"a formula shows a backslash as text ({bad['detail']!r}): {bad['tex']!r}")
+            shown = bad["detail"]
+            problems.add(f"a formula shows a backslash as text ({shown!r}): {bad['tex']!r}")
         else:
             problems.add(f"MathJax cannot be read back ({bad['detail']})")
     for text in page.evaluate(CONTENTS_JS):
@@ -497,7 +498,7 @@ def check_page(page: Page, problems: Problems, url: str) -> None:
 
 
 def check_display_math(page: Page, problems: Problems) -> None:
-    """On a phone, every displayed formula whole: not cut at its box, not silently cut at its side."""
+    """On a phone, every displayed formula whole: not cut at its box nor silently at its side."""
     width = PHONE["width"]
     for m in page.evaluate(DISPLAY_MATH_JS):
         where = f"#{m['where']}: {m['text']!r}"

@@ -1,4 +1,4 @@
-"""posenc: positional encodings for PyTorch: sinusoid, RoPE, ALiBi, T5, learned, grids, timesteps."""
+"""posenc: positional encodings in PyTorch: sinusoid, RoPE, ALiBi, T5, learned, grid, timestep."""
 
 from .attention import (
     MultiHeadedAttention,
