@@ -14,7 +14,10 @@ At 1280 px, on every page:
   browser asks for ``/favicon.ico``, which is not there;
 - every image has loaded (natural width > 0);
 - where the page has math, MathJax has typeset it and no raw TeX delimiter is
-  left in the text;
+  left in the text; no formula holds a MathJax error (an unknown macro, a brace
+  that does not close) and none shows a backslash as text (``\\text{max\\_period}``
+  without the ``textmacros`` package shows ``max\\_period``): MathJax's own tree of
+  every formula is read back as MathML and searched;
 - no table of contents in the page lists two entries with the same text;
 - nothing in the page's content is cut off: no element hides part of its content
   (``overflow`` hidden or clip, or an ellipsis, with content wider than the box);
@@ -36,7 +39,13 @@ At 1280 px, on every page:
   sits inside a box (reported above when that box hides or scrolls);
 At 390 px, on every page: nothing in the content is cut off (as above), and no
 element of the content reaches past the window's edges, unless it sits inside a
-box that scrolls (a code box, a table or a formula may scroll sideways on a phone).
+box that scrolls (a code box, a table or a formula may scroll sideways on a phone);
+- every displayed formula is shown whole: none is taller than its box (cut at the
+  top or bottom), and one wider than its box scrolls in it and shows that it does
+  (the edge shadow of ``_static/posenc.css``), rather than ending at the screen's
+  edge as if the rest were not there;
+- the text of every gallery figure is at least 7 CSS px tall as shown on the phone
+  (measured as at 1280 px, against the width the figure has there).
 Checked once: the search page finds "PositionalEncoding", and no ``<script src>`` or
 ``<link href>`` in the built HTML points outside the site.
 Pages listed in ``PENDING_PAGES`` (``docs/_ext/gallery_hooks.py``), being rebuilt,
@@ -82,6 +91,7 @@ SOURCE_PAGES = "_modules/"
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 MIN_TEXT_PX = 9.0  # the smallest figure text a reader should have to read, in CSS px
+MIN_PHONE_TEXT_PX = 7.0  # the same on a phone, where every figure is shrunk to the window
 FIGURE_TEXT = "_static/figure_text.json"  # written by the docs build (docs/conf.py)
 # A gallery figure (not a thumbnail): sphx_glr_plot_01_waveforms_001.png
 GALLERY_FIGURE = re.compile(r"sphx_glr_\w+_\d{3}\.png$")
@@ -99,6 +109,51 @@ RAW_TEX_JS = r"""
   }
   return bad;
 }
+"""
+
+# Every formula MathJax typeset, read back from its internal tree as MathML: errors
+# (<merror>, with MathJax's message) and token elements that show a backslash, which a
+# formula's source names as a macro and should never print (``\\_`` in ``\\text{}``).
+MATH_ERRORS_JS = r"""
+async () => {
+  if (!window.MathJax || !MathJax.startup || !MathJax.startup.document) return [];
+  await MathJax.startup.promise;
+  if (!MathJax.startup.toMML) return [{kind: "setup", tex: "", detail: "no toMML"}];
+  const out = [];
+  for (const item of MathJax.startup.document.math) {
+    const mml = MathJax.startup.toMML(item.root);
+    const tex = String(item.math).trim().replace(/\s+/g, " ").slice(0, 90);
+    const error = mml.match(/<merror([^>]*)>/);
+    if (error) {
+      const message = error[1].match(/data-mjx-error="([^"]*)"/);
+      out.push({kind: "error", tex: tex, detail: message ? message[1] : "merror"});
+      continue;  // the message names the macro: one report
+    }
+    const shown = mml.match(/<(mi|mo|mn|mtext|ms)\b[^>]*>([^<]*\\[^<]*)</);
+    if (shown) out.push({kind: "backslash", tex: tex, detail: shown[2].trim()});
+  }
+  return out;
+}
+"""
+
+# Displayed formulas on a phone: each one's box and the formula as drawn (MathJax's
+# <mjx-math>; its screen-reader copy is hidden and not measured), and whether a box
+# that scrolls shows it (posenc.css draws a shadow on the side where more of it is).
+DISPLAY_MATH_JS = """
+() => Array.from(document.querySelectorAll("article[role=main] div.math")).map(el => {
+  const cs = getComputedStyle(el);
+  const section = el.closest("section[id]");
+  const box = el.getBoundingClientRect();
+  const drawn = el.querySelector("mjx-math") || el;
+  const r = drawn.getBoundingClientRect();
+  return {
+    where: section ? section.id : "", text: (el.textContent || "").trim().slice(0, 70),
+    box: el.clientWidth, wide: Math.round(r.width),
+    above: Math.round(box.top - r.top), below: Math.round(r.bottom - box.bottom),
+    ox: cs.overflowX, oy: cs.overflowY,
+    cue: cs.backgroundAttachment.includes("local") && cs.backgroundImage.includes("gradient"),
+  };
+})
 """
 
 IMAGES_JS = """
@@ -333,7 +388,7 @@ def screenshot_name(rel: str) -> str | None:
     """The key pages: the index, the guide, the API, the seeds and every example."""
     if rel in ("index.html", "api.html", "seeds.html") or rel.startswith("guide/"):
         return rel.removesuffix(".html").replace("/", "-") + ".png"
-    if rel.startswith("auto_examples/plot_"):
+    if rel.startswith("auto_examples/") and Path(rel).name.startswith("plot_"):
         return Path(rel).stem + ".png"
     return None
 
@@ -377,16 +432,25 @@ def srcset_candidates(srcset: str) -> dict[float, str]:
     return found
 
 
-def check_figures(page: Page, problems: Problems, text: dict[str, dict[str, float]]) -> int:
-    """Gallery figures: a 2x image that loads, and text at least 9 px as shown."""
+def check_figures(
+    page: Page, problems: Problems, text: dict[str, dict[str, float]], *, phone: bool = False
+) -> int:
+    """Gallery figures: a 2x image that loads, and text at least 9 px as shown (7 on a phone).
+
+    The 2x images are checked once, at the desktop width.
+    """
     checked = 0
+    minimum = MIN_PHONE_TEXT_PX if phone else MIN_TEXT_PX
+    where = f" at {PHONE['width']} px" if phone else ""
     for img in page.evaluate(FIGURES_JS):
         name = Path(urlsplit(img["src"]).path).name
         if not GALLERY_FIGURE.search(name) or not img["natural"]:
             continue  # thumbnails and other images; an image that did not load is reported
         checked += 1
         hi = {d: url for d, url in srcset_candidates(img["srcset"]).items() if d >= 2}
-        if not hi:
+        if phone:
+            hi = {}
+        elif not hi:
             problems.add(f"{name}: no 2x image in its srcset ({img['srcset']!r})")
         for density, url in hi.items():
             pixels = page.evaluate(LOAD_JS, urljoin(page.url, url))
@@ -401,11 +465,11 @@ def check_figures(page: Page, problems: Problems, text: dict[str, dict[str, floa
             continue
         scale = img["shown"] / img["natural"]
         shown = record["min_text_px"] * scale
-        if shown < MIN_TEXT_PX:
+        if shown < minimum:
             problems.add(
                 f"{name}: its smallest text ({record['text']!r}, {record['min_text_pt']:g} pt) "
-                f"is a {shown:.1f} px font as shown ({img['natural']} px wide image shown "
-                f"{img['shown']:.0f} px wide); at least {MIN_TEXT_PX:g} px is needed"
+                f"is a {shown:.1f} px font as shown{where} ({img['natural']} px wide image "
+                f"shown {img['shown']:.0f} px wide); at least {minimum:g} px is needed"
             )
     return checked
 
@@ -421,8 +485,40 @@ def check_page(page: Page, problems: Problems, url: str) -> None:
             problems.add(f"MathJax typeset {math['typeset']} of {math['math']} math elements")
     for text in page.evaluate(RAW_TEX_JS):
         problems.add(f"raw TeX left in the text: {text!r}")
+    for bad in page.evaluate(MATH_ERRORS_JS):
+        if bad["kind"] == "error":
+            problems.add(f"MathJax error in {bad['tex']!r}: {bad['detail']}")
+        elif bad["kind"] == "backslash":
+            shown = bad["detail"]
+            problems.add(f"a formula shows a backslash as text ({shown!r}): {bad['tex']!r}")
+        else:
+            problems.add(f"MathJax cannot be read back ({bad['detail']})")
     for text in page.evaluate(CONTENTS_JS):
         problems.add(f"the table of contents lists {text!r} more than once")
+
+
+def check_display_math(page: Page, problems: Problems) -> None:
+    """On a phone, every displayed formula whole: not cut at its box nor silently at its side."""
+    width = PHONE["width"]
+    for m in page.evaluate(DISPLAY_MATH_JS):
+        where = f"#{m['where']}: {m['text']!r}"
+        if max(m["above"], m["below"]) > 1 and m["oy"] in ("hidden", "clip"):
+            problems.add(
+                f"display math cut off at {width} px: the formula reaches {m['above']} px "
+                f"above and {m['below']} px below its box, which hides it, {where}"
+            )
+        if m["wide"] <= m["box"] + 1:
+            continue
+        if m["ox"] not in ("auto", "scroll"):
+            problems.add(
+                f"display math cut off at {width} px: {m['wide']} px of formula in {m['box']} px "
+                f"that does not scroll, {where}"
+            )
+        elif not m["cue"]:
+            problems.add(
+                f"display math cut off at {width} px: {m['wide']} px of formula in {m['box']} px, "
+                f"scrolling with nothing to show that more of it is to the side, {where}"
+            )
 
 
 def check_icon(page: Page, problems: Problems) -> None:
@@ -487,6 +583,9 @@ def main(argv: list[str]) -> int:
                     check_page(page, problems, base + rel)
                     check_icon(page, problems)
                     figures += check_figures(page, problems, text)
+                else:
+                    check_display_math(page, problems)
+                    check_figures(page, problems, text, phone=True)
                 name = screenshot_name(rel)
                 if name:
                     page.screenshot(path=str(shots / str(width) / name), full_page=True)

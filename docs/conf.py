@@ -33,6 +33,7 @@ release = version = posenc.__version__
 
 extensions = [
     "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
     "sphinx.ext.doctest",
     "sphinx.ext.intersphinx",
     "sphinx.ext.mathjax",
@@ -110,6 +111,13 @@ sphinx_gallery_conf = {
     "only_warn_on_example_error": False,
     "reset_modules": ("matplotlib", "gallery_hooks.reset_state"),
     "reset_modules_order": "before",
+    # One section per folder of examples/, in this order (each has a GALLERY_HEADER.rst).
+    "subsection_order": [
+        "../examples/sinusoid",
+        "../examples/practice",
+        "../examples/rotary",
+        "../examples/schemes",
+    ],
     "within_subsection_order": "FileNameSortKey",
     "remove_config_comments": True,
     "download_all_examples": False,
@@ -134,8 +142,14 @@ html_show_sourcelink = False
 html_copy_source = False
 html_theme_options = {"navigation_with_keys": True}
 
-# MathJax 3 from the site itself (copied by copy_mathjax below).
+# MathJax 3 from the site itself (copied by copy_mathjax below). With the textmacros
+# package, \text{} reads text-mode macros as LaTeX does: \text{max\_period} shows
+# max_period, where plain MathJax shows the backslash.
 mathjax_path = "mathjax/tex-chtml.js"
+mathjax3_config = {
+    "loader": {"load": ["[tex]/textmacros"]},
+    "tex": {"packages": {"[+]": ["textmacros"]}},
+}
 
 # Copy buttons copy the code without prompts and without the outputs.
 copybutton_prompt_text = r">>> |\.\.\. |\$ "
@@ -243,11 +257,13 @@ def check_gallery_figures(app, env) -> None:  # type: ignore[no-untyped-def]
 
     if str(app.config.plot_gallery).lower() in ("0", "false"):
         return  # the examples were not run in this build (sphinx-build -D plot_gallery=0)
-    gallery = HERE / sphinx_gallery_conf["gallery_dirs"] / "images"
-    for script in sorted((HERE / sphinx_gallery_conf["examples_dirs"]).glob("plot_*.py")):
-        if not any(gallery.glob(f"sphx_glr_{script.stem}_[0-9][0-9][0-9].png")):
+    examples = HERE / sphinx_gallery_conf["examples_dirs"]
+    for script in sorted(examples.rglob("plot_*.py")):
+        folder = script.parent.relative_to(examples)
+        images = HERE / sphinx_gallery_conf["gallery_dirs"] / folder / "images"
+        if not any(images.glob(f"sphx_glr_{script.stem}_[0-9][0-9][0-9].png")):
             logging.getLogger("posenc-docs").warning(
-                "gallery example examples/%s drew no figure", script.name
+                "gallery example examples/%s drew no figure", script.relative_to(examples)
             )
 
 
@@ -257,7 +273,7 @@ def copy_figure_text(app, exception) -> None:  # type: ignore[no-untyped-def]
 
     if exception is not None or app.builder.format != "html":
         return
-    record = HERE / sphinx_gallery_conf["gallery_dirs"] / "images" / FIGURE_TEXT
+    record = HERE / sphinx_gallery_conf["gallery_dirs"] / FIGURE_TEXT
     if record.is_file():
         target = Path(app.outdir) / "_static" / FIGURE_TEXT
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -304,13 +320,14 @@ def add_srcset(app, pagename, templatename, context, doctree) -> None:  # type: 
     body = context.get("body")
     if not body or "sphx_glr_" not in body:
         return
-    images = HERE / sphinx_gallery_conf["gallery_dirs"] / "images"
+    gallery = HERE / sphinx_gallery_conf["gallery_dirs"]
 
     def with_srcset(match: re.Match[str]) -> str:
         tag, src, name = match.group(0), match["src"], match["name"]
-        double = images / f"{name}_2_00x.png"
-        if "srcset=" in tag or not double.is_file():
+        found = sorted(gallery.glob(f"*/images/{name}_2_00x.png"))  # one per section
+        if "srcset=" in tag or not found:
             return tag
+        double = found[0]
         target = Path(app.outdir) / app.builder.imagedir / double.name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(double, target)

@@ -187,9 +187,29 @@ class BenchRole(SphinxRole):
         return [nodes.inline(text, text, classes=["bench-figure"])], []
 
 
+class BenchInfoRole(SphinxRole):
+    """``:bench-info:`GROUP.NAME``` — how the saved run was made: ``settings.threads``,
+    ``machine.cpu``, ``shape.batch``."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        try:
+            group, name = self.text.split(".")
+            results, _ = _load(self.env)
+            value = results[group][name]
+            text = f"{value:,}" if isinstance(value, int) else str(value)
+        except (ValueError, KeyError) as exc:
+            message = self.inliner.reporter.error(
+                f"bench-info: cannot read {self.text!r} from the saved run: {exc!r}",
+                line=self.lineno,
+            )
+            return [nodes.problematic(self.rawtext, self.rawtext)], [message]
+        return [nodes.inline(text, text, classes=["bench-figure"])], []
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("bench_results_file", "../benchmarks/results/cpu-2threads.json", "env")
     app.add_directive("bench-tables", BenchTables)
     app.add_directive("bench-machine", BenchMachine)
     app.add_role("bench", BenchRole())
+    app.add_role("bench-info", BenchInfoRole())
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

@@ -11,6 +11,10 @@ from typing import Any
 COLUMN_PX = 742
 # The smallest text a reader should have to read, in CSS px as displayed.
 MIN_TEXT_PX = 9.0
+# On a 390 px phone the column is 358 px wide and every figure is shrunk to it; the
+# text there may be smaller, but not under 7 px.
+PHONE_COLUMN_PX = 358
+MIN_PHONE_TEXT_PX = 7.0
 # The record of every figure's smallest text, read by docs/browser_check.py, which
 # measures how wide each figure is shown and so checks the text as displayed.
 FIGURE_TEXT = "figure_text.json"
@@ -73,11 +77,12 @@ def _drawn(artist: Any) -> bool:
 def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[str, Any]) -> str:
     """sphinx-gallery's matplotlib scraper, recording each figure's smallest text first.
 
-    For every figure an example draws, the record (``figure_text.json`` beside the
-    gallery's images) holds its width in pixels and the size in pixels of its
+    For every figure an example draws, the record (``auto_examples/figure_text.json``)
+    holds its width in pixels and the size in pixels of its
     smallest text, both at the 1x resolution. A figure whose smallest text would be
-    under 9 px when shown ``COLUMN_PX`` wide is reported here, at build time; the
-    browser check then measures the width each figure is really shown at.
+    under 9 px when shown ``COLUMN_PX`` wide, or under 7 px when shown
+    ``PHONE_COLUMN_PX`` wide on a phone, is reported here, at build time; the browser
+    check then measures the width each figure is really shown at.
     """
     import matplotlib
     import matplotlib.pyplot as plt
@@ -95,7 +100,9 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
         width = round(fig.get_figwidth() * dpi)
         measured.append((width, points, points * dpi / 72, sample))
     rst = matplotlib_scraper(block, block_vars, gallery_conf)
-    record_path = Path(paths.image_path).parent / FIGURE_TEXT
+    # one record for the whole gallery, beside its index (the images are in one folder
+    # per section)
+    record_path = Path(gallery_conf["src_dir"]) / "auto_examples" / FIGURE_TEXT
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
     for path, (width, points, pixels, sample) in zip(paths.paths[done:], measured, strict=True):
         name = Path(path).name
@@ -106,7 +113,8 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
             "text": sample[:60],
         }
         shown = pixels * min(1.0, COLUMN_PX / width)
-        # the example's page, e.g. "auto_examples/plot_01_waveforms"
+        on_phone = pixels * min(1.0, PHONE_COLUMN_PX / width)
+        # the example's page, e.g. "auto_examples/sinusoid/plot_01_waveforms"
         page = Path(block_vars["target_file"]).relative_to(gallery_conf["src_dir"])
         example = page.with_suffix("").as_posix()
         log = logging.getLogger("posenc-docs")
@@ -116,6 +124,13 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
                 "%s: its smallest text (%r, %.1f pt) is a %.1f px font when the %d px figure "
                 "is shown %d px wide; at least %.0f px is needed",
                 name, sample[:40], points, shown, width, min(width, COLUMN_PX), MIN_TEXT_PX,
+            )  # fmt: skip
+        if on_phone < MIN_PHONE_TEXT_PX:
+            report(
+                "%s: its smallest text (%r, %.1f pt) is a %.1f px font on a phone, where the "
+                "%d px figure is shown %d px wide; at least %.0f px is needed",
+                name, sample[:40], points, on_phone, width, min(width, PHONE_COLUMN_PX),
+                MIN_PHONE_TEXT_PX,
             )  # fmt: skip
     record_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
     return rst

@@ -1,4 +1,4 @@
-"""posenc: the Transformer's input layer, token embeddings and sinusoidal positions."""
+"""posenc: positional encodings in PyTorch: sinusoid, RoPE, ALiBi, T5, learned, grid, timestep."""
 
 from .attention import (
     MultiHeadedAttention,

@@ -389,8 +389,8 @@ class RotaryEmbedding(DerivedTables):
         base: Base of the wavelengths, the model's ``rope_theta``.
         layout: Which features pair up: ``"half"`` (``k`` with ``k + D/2``:
             GPT-NeoX, LLaMA, Hugging Face) or ``"interleaved"`` (``2k`` with
-            ``2k + 1``: GPT-J, Meta's LLaMA code). The user guide shows the
-            permutation that moves a checkpoint from one to the other.
+            ``2k + 1``: GPT-J, Meta's LLaMA code). :ref:`guide-rotary` shows
+            the permutation that moves a checkpoint from one to the other.
         scaling: None, or a ``rope_parameters`` dict (see :func:`rope_frequencies`).
         max_len: Number of positions whose cos and sin are precomputed.
 

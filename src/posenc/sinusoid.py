@@ -13,8 +13,8 @@ Every module of posenc calls :func:`sinusoidal_table`; none re-derives the formu
 Precision is the point of this file. Positions stay integers (``int64``) until
 the last step; frequencies, angles, ``sin`` and ``cos`` are computed in
 ``float64`` and rounded once to the requested dtype, and every float32 entry is
-within 3e-8 of the exact value for every position below 2**31 (the user guide's
-Precision page proves it). A table computed in float32 instead (as most
+within 3e-8 of the exact value for every position below 2**31
+(:ref:`guide-precision` proves it). A table computed in float32 instead (as most
 implementations do) carries the float32 rounding of the angle, which grows with
 the position:
 
@@ -115,14 +115,14 @@ def sinusoidal_table(
     With the defaults, column ``j`` holds ``sin`` (even ``j``) or ``cos`` (odd
     ``j``) of ``pos * base ** (-2 * (j // 2) / d_model)``: the paper's
     interleaved layout, defined for every ``d_model >= 1``. The sines and
-    cosines are computed in float64 (by angle addition; the user guide's
-    Precision page proves the bound) and rounded once to ``dtype``: a float32
+    cosines are computed in float64 (by angle addition;
+    :ref:`guide-precision-proof` proves the bound) and rounded once to ``dtype``: a float32
     entry is within half a float32 ulp plus 3e-15 of the exact value, under
     3e-8, at every position below 2**31.
 
     ``layout`` and ``endpoint`` select the conventions of other libraries
-    (the user guide's Conventions page lists them): ``"concatenated"`` puts the ``ceil(D/2)``
-    sine columns first and the ``floor(D/2)`` cosine columns after them;
+    (:ref:`guide-conventions` lists them): ``"concatenated"`` puts the
+    ``ceil(D/2)`` sine columns first and the ``floor(D/2)`` cosine columns after them;
     ``endpoint=True`` spaces the frequencies as in :func:`inverse_frequencies`.
 
     Args:

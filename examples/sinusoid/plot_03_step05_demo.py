@@ -7,6 +7,9 @@ The input layer of a Transformer turns token ids into vectors, scales them by
 This example runs the step-5 demo of the Annotated Transformer walkthrough with
 posenc and checks its printed numbers: the scale, the table, and the same token
 becoming two different vectors at two positions.
+
+Explained in :ref:`seeds`, output for output, and :ref:`guide-tokens` (why the
+scale).
 """
 
 # %%
@@ -53,7 +56,7 @@ print(f"with encoding:  distance {(z[0, 0] - z[0, 1]).norm():.2f}")
 # as the token; scaled, they spread over about :math:`\pm 60` and the position
 # is a small offset on top.
 fig, axes = plt.subplots(
-    1, 2, figsize=(7.4, 3.8), facecolor="white", layout="constrained"
+    1, 2, figsize=(6.8, 3.8), facecolor="white", layout="constrained"
 )
 panels = (
     (raw, "before scaling: lut(ids)", 4),
@@ -73,5 +76,5 @@ for ax, (values, title, limit) in zip(axes, panels, strict=True):
     ax.set_title(f"{title}, std {values.std():.2f}", fontsize="medium")
     ax.set_xlabel("entry value")
 axes[0].set_ylabel("count (3 tokens × 512 entries)")
-axes[1].legend(loc="upper left", fontsize="small")
+axes[1].legend(loc="upper left", fontsize="medium")
 plt.show()

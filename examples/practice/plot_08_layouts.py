@@ -7,6 +7,8 @@ interleaves them (sin, cos, sin, cos, ...), while tensor2tensor, fairseq,
 Marian and Whisper put every sine first and every cosine after. Side by side,
 the two tables of ``d_model = 64`` over 64 positions look different, yet they
 hold exactly the same numbers.
+
+Explained in :ref:`guide-conventions`.
 """
 
 # %%
@@ -46,7 +48,7 @@ print(
 # stripes appear twice, once in the left half (sines) and once in the right
 # half (cosines).
 fig, axes = plt.subplots(
-    1, 2, figsize=(7.4, 4.2), sharey=True, facecolor="white", layout="constrained"
+    1, 2, figsize=(6.8, 4.2), sharey=True, facecolor="white", layout="constrained"
 )
 panels = (
     (inter, 'layout="interleaved"\nsin, cos, sin, cos, ...'),
@@ -91,7 +93,7 @@ print(
 # line on a log scale; the endpoint ladder falls slightly faster and ends on
 # :math:`10^{-4}`.
 k = torch.arange(paper.numel())
-fig, ax = plt.subplots(figsize=(7.4, 4), facecolor="white", layout="constrained")
+fig, ax = plt.subplots(figsize=(6.8, 4), facecolor="white", layout="constrained")
 ax.semilogy(
     k.numpy(), paper.numpy(), "o-", markersize=3, label="endpoint=False (paper)"
 )

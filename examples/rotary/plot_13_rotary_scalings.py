@@ -9,6 +9,8 @@ differently which ones. :func:`posenc.rope_frequencies` computes them from the
 ``rope_parameters`` dict of a model config; here all of them get
 ``head_dim = 128``, Llama 3's base of 500,000, :math:`L_0 = 8192` and
 :math:`s = 8`.
+
+Explained in :ref:`guide-rotary`, section :ref:`guide-rotary-scalings`.
 """
 
 # %%
@@ -67,7 +69,7 @@ for name, scaling in configs.items():
 # :math:`L_0/32`), divides those that turn less than once, and ramps between.
 # Llama 3.1 does the same with wavelength bounds :math:`L_0/4` and :math:`L_0`.
 wavelength = 2 * math.pi / plain
-fig, (top, bottom) = plt.subplots(2, 1, figsize=(7.4, 7.2), layout="constrained")
+fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.8, 7.2), layout="constrained")
 top.semilogy(plain, color="black", linewidth=3, label="unscaled")
 for name, freqs in scaled.items():
     top.semilogy(freqs, linewidth=1.5, label=name)
@@ -76,19 +78,19 @@ top.set_xlabel("pair index k")
 top.set_ylabel("ω_k (radians per position)")
 title = f"Frequencies, head_dim = {head_dim}, base = {base:,.0f}, s = {s:g}"
 top.set_title(title, fontsize=11)
-top.legend(fontsize=9, ncol=2)
+top.legend(fontsize=10, ncol=2)
 top.grid(True, alpha=0.3)
 bounds = ((trained / 32, "L₀ / 32"), (trained / 4, "L₀ / 4"), (trained, "L₀"))
 for bound, label in bounds:
     bottom.axvline(bound, color="gray", linestyle=":", linewidth=1)
-    bottom.text(bound, 1.04, label, ha="center", fontsize=9, color="dimgray")
+    bottom.text(bound, 1.04, label, ha="center", fontsize=10, color="dimgray")
 bottom.axhline(1 / s, color="gray", linewidth=0.8)
 bottom.set_ylim(0, 1.1)
 bottom.set_xlabel("unscaled wavelength 2π / ω_k (positions)")
 bottom.set_ylabel("scaled ω_k / unscaled ω_k")
 bottom.set_title(f"Which pairs each scaling slows (L₀ = {trained:,})", fontsize=11)
 bottom.grid(True, alpha=0.3)
-bottom.legend(loc="center right", fontsize=9)
+bottom.legend(loc="center right", fontsize=10)
 plt.show()
 
 # %%

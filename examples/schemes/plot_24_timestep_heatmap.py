@@ -8,6 +8,8 @@ sinusoid: with :math:`K` = ``dim // 2`` frequencies
 :math:`K` values :math:`\sin(t\,\omega_k)` followed by the :math:`K` values
 :math:`\cos(t\,\omega_k)`. Fast columns tell nearby steps apart; slow columns
 say roughly where in the schedule :math:`t` is.
+
+Explained in :ref:`guide-timesteps`.
 """
 
 # %%
@@ -26,7 +28,7 @@ print("t = 999:", [round(v, 4) for v in embedding[999, [0, 31, 32, 63]].tolist()
 # %%
 # Rows are columns of the embedding, sines above the line and cosines below it;
 # the horizontal axis is the timestep.
-fig, ax = plt.subplots(figsize=(7.4, 4), layout="constrained")
+fig, ax = plt.subplots(figsize=(6.8, 4), layout="constrained")
 image = ax.imshow(
     embedding.T.numpy(),
     aspect="auto",
@@ -41,10 +43,10 @@ ax.text(1010, 47, "cos", fontsize=10, va="center")
 ax.set_xlabel("timestep t", fontsize=10)
 ax.set_ylabel("column", fontsize=10)
 ax.set_title("timestep_embedding(t, 64): DDPM's order and spacing", fontsize=11)
-ax.tick_params(labelsize=9)
+ax.tick_params(labelsize=10)
 colorbar = fig.colorbar(image, ax=ax, pad=0.06)
-colorbar.set_label("value", fontsize=9)
-colorbar.ax.tick_params(labelsize=9)
+colorbar.set_label("value", fontsize=10)
+colorbar.ax.tick_params(labelsize=10)
 plt.show()
 
 # %%

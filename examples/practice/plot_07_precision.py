@@ -8,6 +8,8 @@ and sines all in single precision. The frequency and then the angle
 absolute error that grows with the position, and the sine inherits it. posenc
 computes in float64 and rounds once, so its float32 table stays within
 :math:`3 \times 10^{-8}` of the exact values at any position.
+
+Explained in :ref:`guide-precision`.
 """
 
 # %%
@@ -68,7 +70,7 @@ for name, pos in ranges.items():
 # %%
 # The float32 formula's error grows in proportion to the position; posenc's
 # stays at the rounding of the result.
-fig, ax = plt.subplots(figsize=(7.4, 4.2), facecolor="white", layout="constrained")
+fig, ax = plt.subplots(figsize=(6.8, 4.2), facecolor="white", layout="constrained")
 ax.loglog(positions, err_formula, color="tab:red", label="float32 formula")
 ax.loglog(
     positions, err_ours, color="tab:blue", linewidth=3, label="posenc, float32 table"
@@ -83,7 +85,7 @@ ax.axvline(5_000, color="gray", linestyle="--", linewidth=1, label="position 5,0
 ax.set_xlabel("position")
 ax.set_ylabel("max |error| over the 512 columns")
 ax.set_title(f"float32 tables against float64, d_model = {d_model}")
-ax.legend(loc="upper left", fontsize="small")
+ax.legend(loc="upper left", fontsize="medium")
 ax.set_ylim(1e-8, 1)
 ax.grid(True, which="major", alpha=0.3)
 plt.show()

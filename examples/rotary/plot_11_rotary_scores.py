@@ -8,6 +8,8 @@ A rotary embedding turns each pair of features of a query at position
 :math:`\langle q, R(n - m)\,k \rangle`: the two positions enter only through
 their difference. Here the same query and key are placed at many pairs of
 positions, near the start of a sequence and a million tokens into it.
+
+Explained in :ref:`guide-rotary`, section :ref:`guide-rotary-relative`.
 """
 
 # %%
@@ -50,7 +52,7 @@ decay = (rope(same.expand(len(far), -1), positions=far) * rope(same)).sum(dim=-1
 at_100 = (rope(same, offset=100) * rope(same)).sum().item()
 print(f"q = k = ones: score {head_dim} at distance 0, {at_100:.2f} at distance 100")
 
-fig, (left, right) = plt.subplots(1, 2, figsize=(7.4, 3.6), layout="constrained")
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.8, 3.6), layout="constrained")
 styles = {
     0: ("tab:blue", "-", 5),
     1_000: ("tab:orange", "--", 3),
@@ -63,7 +65,7 @@ for n, curve in curves.items():
 left.set_xlabel("distance m − n")
 left.set_ylabel("score ⟨R(m) q, R(n) k⟩")
 left.set_title("Random q, k: one curve for every n", fontsize=10)
-left.legend(fontsize=9, title="key at", title_fontsize=9)
+left.legend(fontsize=10, title="key at", title_fontsize=10)
 right.semilogx(far, decay, color="tab:green")
 right.axhline(0, color="gray", linewidth=0.8)
 right.set_xlabel("distance |m − n|")

@@ -7,6 +7,8 @@ dimensions, the table of ``d_model = 512`` over the first 100 positions shows
 fast stripes on the left, where the wavelengths are short, and nearly constant
 columns on the right, where they are far longer than 100 positions. The sine
 (even) and cosine (odd) columns are drawn apart, since they interleave.
+
+Explained in :ref:`guide-order`, section :ref:`guide-order-formula`.
 """
 
 # %%
@@ -31,7 +33,7 @@ print(f"cos of the last pair at position 99: {cos_cols[99, -1].item():.6f}")
 # %%
 # Both panels share one colour scale, from -1 (blue) to +1 (red).
 fig, axes = plt.subplots(
-    1, 2, figsize=(7.4, 3.8), sharey=True, facecolor="white", layout="constrained"
+    1, 2, figsize=(6.8, 3.8), sharey=True, facecolor="white", layout="constrained"
 )
 for ax, cols, name in zip(
     axes,

@@ -8,6 +8,8 @@ frequencies are rounded to 8 significant bits, and the angle
 :math:`m\,\omega_k` of position :math:`m` is off by :math:`m` times that
 rounding: more than a radian from a few hundred positions on. posenc keeps no
 such buffer. Both are measured here against the rotation computed in float64.
+
+Explained in :ref:`guide-rotary`, section :ref:`guide-rotary-precision`.
 """
 
 # %%
@@ -75,7 +77,7 @@ for name, err in errors.items():
 # error stays at the rounding of the result at every position: half a bfloat16
 # unit in the last place of the value (the dotted line for values between 2 and
 # 4; the two blips are values above 4, whose unit is twice as large).
-fig, ax = plt.subplots(figsize=(7.4, 4.2), layout="constrained")
+fig, ax = plt.subplots(figsize=(6.8, 4.2), layout="constrained")
 styles = (("tab:orange", 1.5, "--"), ("tab:red", 1.5, "-"), ("tab:blue", 2.5, "-"))
 for (name, err), (color, width, line) in zip(errors.items(), styles, strict=True):
     ax.loglog(positions, err, color=color, linewidth=width, linestyle=line, label=name)
@@ -86,5 +88,5 @@ ax.set_ylabel("largest |error| against float64")
 ax.set_title(f"Rotating bfloat16 queries, head_dim = {head_dim}", fontsize=11)
 ax.set_ylim(1e-3, 20)
 ax.grid(True, which="major", alpha=0.3)
-ax.legend(loc="upper left", fontsize=9)
+ax.legend(loc="upper left", fontsize=10)
 plt.show()

@@ -7,6 +7,8 @@ Self-attention compares every token with every other token, and nothing in
 Shuffle the tokens and the outputs come back shuffled the same way: attention is
 *permutation equivariant*. Adding the positional encoding after the shuffle, as
 a model does, breaks that symmetry.
+
+Explained in :ref:`guide-order`, section :ref:`guide-order-attention`.
 """
 
 # %%
@@ -50,7 +52,7 @@ rows = (
 )
 labels = [f"t{i}" for i in range(6)]
 fig, axes = plt.subplots(
-    2, 3, figsize=(7.4, 6.2), facecolor="white", layout="constrained"
+    2, 3, figsize=(6.8, 6.2), facecolor="white", layout="constrained"
 )
 for (name, original, restored), row in zip(rows, axes, strict=True):
     difference = (original - restored).abs()

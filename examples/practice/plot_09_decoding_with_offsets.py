@@ -7,6 +7,8 @@ and embeds only the new token at each step. That token must get the encoding of
 its place in the whole sequence, not of place 0: ``offset=t`` says where it
 stands. The layer here precomputes 16 positions and decodes 24 tokens, so the
 last steps run past ``max_len``.
+
+Explained in :ref:`guide-positions`, section :ref:`guide-positions-offsets`.
 """
 
 # %%
@@ -48,7 +50,7 @@ reference = whole - layer.embeddings(ids)
 largest = (added - reference).abs().max().item()
 print("largest |step by step - whole| in the positional part:", largest)
 fig, axes = plt.subplots(
-    1, 2, figsize=(7.4, 4.4), sharey=True, facecolor="white", layout="constrained"
+    1, 2, figsize=(6.8, 4.4), sharey=True, facecolor="white", layout="constrained"
 )
 panels = ((added[0], "decoded step by step"), (reference[0], "whole sequence at once"))
 for ax, (data, title) in zip(axes, panels, strict=True):
@@ -98,7 +100,7 @@ print(
 
 # %%
 # The grid of positions: pads (grey) get 0, real tokens count from 0.
-fig, ax = plt.subplots(figsize=(7.4, 2.4), facecolor="white", layout="constrained")
+fig, ax = plt.subplots(figsize=(6.8, 2.4), facecolor="white", layout="constrained")
 ax.imshow(mask.float().numpy(), cmap="Greys_r", vmin=-1, vmax=1, aspect="auto")
 for row in range(2):
     for col in range(6):

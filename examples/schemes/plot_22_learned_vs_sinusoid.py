@@ -7,6 +7,8 @@ about as good as the sinusoid, and kept the sinusoid because it might let the
 model extrapolate to longer sequences. The difference that does not depend on
 training: the sinusoid is defined at every position, a learned table only at
 the ``max_len`` positions it holds.
+
+Explained in :ref:`guide-learned`.
 """
 
 # %%
@@ -36,7 +38,7 @@ print("learned rows:", tuple(rows.shape))
 # Three columns of each, over three times ``max_len``. The sinusoid's columns
 # continue past the dashed line with the same formula; the learned table's
 # (here freshly initialised: trained rows look no more regular) end there.
-fig, axes = plt.subplots(1, 2, figsize=(7.4, 3.6), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(6.8, 3.6), sharey=True, layout="constrained")
 positions = torch.arange(length)
 for column, colour in zip((4, 8, 12), ("C0", "C1", "C3"), strict=True):
     axes[0].plot(positions, computed[:, column], color=colour, label=f"col {column}")
@@ -48,10 +50,10 @@ for ax, title in zip(axes, ("sinusoid: computed", "learned: a table"), strict=Tr
     ax.set_xlim(0, length)
     ax.set_xlabel("position", fontsize=10)
     ax.set_title(title, fontsize=10)
-    ax.tick_params(labelsize=9)
+    ax.tick_params(labelsize=10)
 axes[0].set_ylabel("value", fontsize=10)
 axes[0].legend(
-    loc="upper left", fontsize=9, ncols=3, handlelength=1.2, columnspacing=0.8
+    loc="upper left", fontsize=10, ncols=3, handlelength=1.2, columnspacing=0.8
 )
 fig.suptitle(f"Past max_len = {max_len}", fontsize=11)
 plt.show()

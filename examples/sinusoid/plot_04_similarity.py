@@ -19,6 +19,8 @@ so the dot product
 
 depends on the offset :math:`p - q` only, and is even in it. This example
 draws it and checks that numerically.
+
+Explained in :ref:`guide-order`, section :ref:`guide-order-shifts`.
 """
 
 # %%
@@ -53,7 +55,7 @@ print("symmetric:", torch.allclose(sim, sim.T, rtol=0, atol=1e-12))
 # falling on the curve of the formula, which peaks at 0 and decays with distance.
 p, q = torch.meshgrid(torch.arange(n), torch.arange(n), indexing="ij")
 fig, (ax0, ax1) = plt.subplots(
-    1, 2, figsize=(7.4, 3.6), facecolor="white", layout="constrained"
+    1, 2, figsize=(6.8, 3.6), facecolor="white", layout="constrained"
 )
 image = ax0.imshow(sim.numpy(), cmap="viridis", origin="lower")
 ax0.set_xlabel("position q")
@@ -69,5 +71,5 @@ ax1.plot(offsets, formula, color="tab:red", linewidth=1, label="Σ cos((p − q)
 ax1.set_xlabel("offset p − q")
 ax1.set_ylabel("dot product")
 ax1.set_title("A function of p − q only", fontsize="medium")
-ax1.legend(loc="lower center", fontsize="small")
+ax1.legend(loc="lower center", fontsize="medium")
 plt.show()

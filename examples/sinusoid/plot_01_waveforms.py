@@ -7,6 +7,9 @@ each column pair turns at its own speed. This example draws the Annotated
 Transformer's ``example_positional`` chart with posenc: dimensions 4 to 7 of a
 ``d_model = 20`` encoding over positions 0 to 99. The higher the dimension
 index, the longer the period.
+
+Explained in :ref:`seeds` (the chart that ends the walkthrough) and
+:ref:`guide-order` (the formula).
 """
 
 # %%
@@ -34,7 +37,7 @@ for dim in (4, 5, 6, 7):
 # Solid lines are sines, dashed lines cosines; the same colour family shares a
 # frequency.
 colors = {4: "tab:blue", 5: "tab:cyan", 6: "tab:red", 7: "tab:orange"}
-fig, ax = plt.subplots(figsize=(7.4, 4.2), facecolor="white", layout="constrained")
+fig, ax = plt.subplots(figsize=(6.8, 4.2), facecolor="white", layout="constrained")
 for dim, color in colors.items():
     kind = "sin" if dim % 2 == 0 else "cos"
     ax.plot(
@@ -47,5 +50,5 @@ ax.set_xlabel("position")
 ax.set_ylabel("encoding value")
 ax.set_title("Dimensions 4–7 of a d_model = 20 positional encoding")
 ax.set_xlim(0, 99)
-fig.legend(loc="outside lower center", ncols=2, fontsize="small")
+fig.legend(loc="outside lower center", ncols=2, fontsize="medium")
 plt.show()

@@ -7,6 +7,8 @@ vector built from its row and its column. Each frequency :math:`\omega`
 contributes :math:`\cos(\Delta h\,\omega) + \cos(\Delta w\,\omega)` to the dot
 product of two cells, so the similarity depends only on their displacement
 :math:`(\Delta h, \Delta w)` and falls off with distance along each axis.
+
+Explained in :ref:`guide-grid`.
 """
 
 # %%
@@ -35,19 +37,19 @@ similarity = gram.view(size, size, size, size)
 cells = [(0, 0), (4, 9), (7, 7)]
 lowest = float(similarity.min())
 print("lowest similarity on the grid:", round(lowest, 3))
-fig, axes = plt.subplots(1, 3, figsize=(7.4, 3.0), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(6.8, 3.0), sharey=True, layout="constrained")
 for ax, (h, w) in zip(axes, cells, strict=True):
     image = ax.imshow(similarity[h, w].numpy(), cmap="magma", vmin=lowest, vmax=1.0)
     ax.plot(w, h, marker="x", color="cyan", markersize=8)
-    ax.set_title(f"from cell (h={h}, w={w})", fontsize=9)
-    ax.set_xlabel("column w", fontsize=9)
+    ax.set_title(f"from cell (h={h}, w={w})", fontsize=10)
+    ax.set_xlabel("column w", fontsize=10)
     ax.set_xticks(range(0, size, 4))
     ax.set_yticks(range(0, size, 4))
-    ax.tick_params(labelsize=9)
-axes[0].set_ylabel("row h", fontsize=9)
+    ax.tick_params(labelsize=10)
+axes[0].set_ylabel("row h", fontsize=10)
 colorbar = fig.colorbar(image, ax=axes, shrink=0.9)
-colorbar.set_label("cosine similarity", fontsize=9)
-colorbar.ax.tick_params(labelsize=9)
+colorbar.set_label("cosine similarity", fontsize=10)
+colorbar.ax.tick_params(labelsize=10)
 fig.suptitle("2-D sin-cos encoding, 14 × 14 grid, d_model = 768", fontsize=11)
 plt.show()
 

@@ -7,6 +7,8 @@ Column pair :math:`k` of the encoding turns at
 every :math:`\lambda_k = 2\pi / \omega_k` positions. The wavelengths form a
 geometric progression from :math:`2\pi` up to just below
 :math:`2\pi \cdot 10000`: a straight line on a log scale.
+
+Explained in :ref:`guide-order`, section :ref:`guide-order-wavelengths`.
 """
 
 # %%
@@ -34,7 +36,7 @@ print(f"ratio between pairs: {ratio.mean().item():.6f} == {1e4 ** (2 / d_model):
 # %%
 # The last pair stops one step short of :math:`2\pi \cdot 10000` (dashed).
 k = range(omega.numel())
-fig, ax = plt.subplots(figsize=(7.4, 3.8), facecolor="white", layout="constrained")
+fig, ax = plt.subplots(figsize=(6.8, 3.8), facecolor="white", layout="constrained")
 ax.semilogy(k, wavelength, color="tab:blue", label="λ_k = 2π / ω_k")
 ax.axhline(2 * math.pi * 1e4, color="gray", linestyle="--", label="2π · 10000")
 ends = (

@@ -12,6 +12,8 @@ ALiBi (Press et al., 2022) adds to the score of query :math:`i` for key
 
 Steep heads fade out within a few tokens; shallow heads see far back. Nothing
 is learned, and the bias is defined for any distance.
+
+Explained in :ref:`guide-bias`, section :ref:`guide-bias-alibi`.
 """
 
 # %%
@@ -41,22 +43,22 @@ factor = bias.exp().masked_fill(~causal, float("nan"))
 fig, axes = plt.subplots(
     2,
     4,
-    figsize=(7.4, 4.4),
+    figsize=(6.8, 4.4),
     sharex=True,
     sharey=True,
     layout="constrained",
 )
 for head, ax in enumerate(axes.flat):
     image = ax.imshow(factor[head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0)
-    ax.set_title(f"head {head}: m = 1/{2 ** (head + 1)}", fontsize=9)
-    ax.tick_params(labelsize=9)
+    ax.set_title(f"head {head}: m = 1/{2 ** (head + 1)}", fontsize=10)
+    ax.tick_params(labelsize=10)
 for ax in axes[1]:
-    ax.set_xlabel("key j", fontsize=9)
+    ax.set_xlabel("key j", fontsize=10)
 for ax in axes[:, 0]:
-    ax.set_ylabel("query i", fontsize=9)
+    ax.set_ylabel("query i", fontsize=10)
 colorbar = fig.colorbar(image, ax=axes, shrink=0.85)
-colorbar.set_label("factor exp(−m (i − j))", fontsize=9)
-colorbar.ax.tick_params(labelsize=9)
+colorbar.set_label("factor exp(−m (i − j))", fontsize=10)
+colorbar.ax.tick_params(labelsize=10)
 fig.suptitle("ALiBi, 8 heads, L = 64: bias as a factor on each weight", fontsize=10)
 plt.show()
 print("factor of key 0 for query 63, by head:")

@@ -8,6 +8,8 @@ ones share buckets whose width grows logarithmically up to ``max_distance``;
 beyond it, everything shares the last bucket. An encoder gives keys before and
 after the query buckets of their own; a decoder puts every key after the query
 in bucket 0, which its causal mask hides anyway.
+
+Explained in :ref:`guide-bias`, section :ref:`guide-bias-t5`.
 """
 
 # %%
@@ -35,17 +37,17 @@ print("buckets used by the encoder:", used, "of 32; by the decoder:", used_decod
 # The last bucket starts before ``max_distance`` (at 91 for the encoder, 113 for
 # the decoder): the logarithmic steps are rounded down, and the last one is the
 # widest.
-fig, ax = plt.subplots(figsize=(7.4, 4), layout="constrained")
+fig, ax = plt.subplots(figsize=(6.8, 4), layout="constrained")
 ax.step(r, encoder, where="mid", label="encoder (bidirectional)", color="tab:blue")
 ax.step(r, decoder, where="mid", label="decoder (unidirectional)", color="tab:orange")
 for x in (-128, 128):
     ax.axvline(x, color="grey", linestyle="--", linewidth=1)
-ax.text(130, 2, "max_distance", fontsize=9, color="grey")
+ax.text(130, 2, "max_distance", fontsize=10, color="grey")
 ax.set_xlabel("relative position: key − query", fontsize=10)
 ax.set_ylabel("bucket index", fontsize=10)
 ax.set_title("T5's buckets: num_buckets = 32, max_distance = 128", fontsize=11)
-ax.legend(loc="center right", fontsize=9)
-ax.tick_params(labelsize=9)
+ax.legend(loc="center right", fontsize=10)
+ax.tick_params(labelsize=10)
 plt.show()
 
 # %%

@@ -10,6 +10,9 @@ Annotated-Transformer-style pair of modules and posenc's
 runs it, and draws each as a multiple of the floor. It needs nothing but torch,
 matplotlib and posenc, and takes a few seconds; the :ref:`guide-performance`
 page shows a full run of ``nox -s bench`` at training size.
+
+Explained in :ref:`guide-performance`, which also says why this small case shows a
+different ratio.
 """
 
 # %%
@@ -88,7 +91,7 @@ for dtype, medians in results.items():
 # modules round it).
 names = {"floor": "floor\n(lookup + add)", "baseline": "Annotated\nTransformer",
          "posenc": "posenc\n(eager)"}  # fmt: skip
-fig, axes = plt.subplots(1, 2, figsize=(7.4, 3.6), sharey=True, layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(6.8, 3.6), sharey=True, layout="constrained")
 for ax, dtype in zip(axes, dtypes, strict=True):
     medians = results[dtype]
     ratios = [medians[name] / medians["floor"] for name in names]
