@@ -270,6 +270,20 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = 
         Hugging Face's tables repeat each value for the two features of a pair;
         one copy is the table ``apply_rotary`` takes: ``cos[..., :h]`` for the
         half layout, ``cos[..., ::2]`` for the interleaved one.
+
+        Tensors with the heads after the sequence, ``(B, L, H, D)`` as GPT-J's
+        attention holds them, take tables with a 1 for the heads,
+        ``(B, L, 1, h)``: the rotation is elementwise, so only broadcasting
+        matters. :class:`RotaryEmbedding` itself wants the sequence on dim -2;
+        this is the way to rotate such tensors without a transpose:
+
+        >>> rope = RotaryEmbedding(8, layout="interleaved")
+        >>> x = torch.randn(2, 5, 3, 8)                    # (B, L, H, D)
+        >>> ids = torch.arange(5).expand(2, 5)            # position_ids (B, L)
+        >>> cos, sin = rope.cos_sin(5, positions=ids, batch=2)
+        >>> y = apply_rotary(x, cos[:, :, None], sin[:, :, None], layout="interleaved")
+        >>> torch.equal(y, rope(x.transpose(1, 2), positions=ids).transpose(1, 2))
+        True
     """
     layout = _checks.choice("layout", layout, ROTARY_LAYOUTS)
     x, cos, sin = _checks.rotary_tables(x, cos, sin)
