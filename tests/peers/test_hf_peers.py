@@ -283,3 +283,149 @@ def test_unsupported_models_are_named() -> None:
         patch_rotary(bert)
     with pytest.raises(TypeError, match="needs a model patched by patch_rotary"):
         exact_rotation(copy.deepcopy(model_of("llama")))
+
+
+# -- The guide's recipes, end to end ----------------------------------------------------
+
+
+def test_t5_recipe_posenc_bias_on_the_model_table() -> None:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = T5Config(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                      num_heads=4, decoder_start_token_id=0)  # fmt: skip
+    model = T5ForConditionalGeneration(config).eval()
+    mine = copy.deepcopy(model)
+    for stack, bidirectional in ((mine.encoder, True), (mine.decoder, False)):
+        attn = stack.block[0].layer[0].SelfAttention
+        bias = RelativePositionBias(
+            config.num_heads, bidirectional=bidirectional,
+            num_buckets=config.relative_attention_num_buckets,
+            max_distance=config.relative_attention_max_distance,
+        )  # fmt: skip
+        bias.relative_attention_bias = attn.relative_attention_bias  # the model's table
+        attn.compute_bias = (
+            lambda q, k, device=None, past_seen_tokens=0, bias=bias:
+            bias(q, k, offset=past_seen_tokens)[None]
+        )  # fmt: skip
+    tokens, target = ids(), ids()[:, :10]
+    with torch.no_grad():
+        theirs = model(input_ids=tokens, decoder_input_ids=target).logits
+        ours = mine(input_ids=tokens, decoder_input_ids=target).logits
+        assert torch.equal(ours, theirs)
+        settings = {"max_new_tokens": 8, "do_sample": False}
+        assert torch.equal(mine.generate(tokens, **settings), model.generate(tokens, **settings))
+        # float64: the table follows the model's cast, the bias comes in its dtype
+        assert mine.double()(input_ids=tokens, decoder_input_ids=target).logits.dtype == torch.float64
+
+
+def test_bloom_recipe_alibi_in_bloom_form(peer_report: Report) -> None:
+    from transformers import BloomConfig, BloomForCausalLM
+
+    torch.manual_seed(0)
+    config = BloomConfig(vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4,
+                         initializer_range=0.2)  # fmt: skip
+    model = BloomForCausalLM(config).eval()
+    mine = copy.deepcopy(model)
+    alibi = ALiBi(config.n_head)
+    mine.transformer.build_alibi_tensor = lambda mask, heads, dtype: alibi.bloom(mask, dtype=dtype)
+    length = 256
+    tokens = torch.randint(0, VOCAB, (1, length), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones_like(tokens)
+
+    def run(m: torch.nn.Module, dtype: torch.dtype) -> torch.Tensor:
+        with torch.no_grad():
+            return copy.deepcopy(m).to(dtype)(input_ids=tokens, attention_mask=mask).logits.double()
+
+    exact = run(mine, torch.float64)
+    # Softmax ignores the constant per row; BLOOM's own float64 run rounds m·j in float32.
+    assert err(run(model, torch.float64), exact) < 1e-4
+    assert err(run(model, torch.float32), run(mine, torch.float32)) < 1e-4
+    settings = {"max_new_tokens": 8, "do_sample": False}
+    prompt = tokens[:, :12]
+    with torch.no_grad():
+        assert torch.equal(mine.generate(prompt, attention_mask=mask[:, :12], **settings),
+                           model.generate(prompt, attention_mask=mask[:, :12], **settings))  # fmt: skip
+    # Decoding with a cache: the last token's logits, bf16, against float64.
+    last = {}
+    for label, m in (("own", model), ("posenc", mine)):
+        half = copy.deepcopy(m).to(torch.bfloat16)
+        with torch.no_grad():
+            out = half(input_ids=tokens[:, :-1], attention_mask=mask[:, :-1], use_cache=True)
+            step = half(input_ids=tokens[:, -1:], attention_mask=mask, cache=out.past_key_values)
+        last[label] = err(step.logits[:, -1].double(), exact[:, -1])
+    bf16 = {label: err(run(m, torch.bfloat16), exact) for label, m in (("own", model), ("posenc", mine))}
+    peer_report(
+        f"HF BLOOM L={length} bf16: prefill own {bf16['own']:.2e} posenc {bf16['posenc']:.2e}; "
+        f"cached last token own {last['own']:.2e} posenc {last['posenc']:.2e}"
+    )
+
+
+def test_gpt2_recipe_learned_positions_as_wpe() -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+    model = GPT2LMHeadModel(config).eval()
+    mine = copy.deepcopy(model)
+    learned = LearnedPositionalEmbedding(config.n_positions, config.n_embd)
+    learned.load_state_dict({"wpe.weight": model.transformer.wpe.weight})
+    mine.transformer.wpe = learned  # GPT-2 calls wpe(position_ids)
+    assert mine.state_dict().keys() == model.state_dict().keys()
+    tokens = ids()
+    with torch.no_grad():
+        assert torch.equal(mine(input_ids=tokens).logits, model(input_ids=tokens).logits)
+        settings = {"max_new_tokens": 8, "do_sample": False}
+        assert torch.equal(mine.generate(tokens[:1, :8], **settings),
+                           model.generate(tokens[:1, :8], **settings))  # fmt: skip
+        with pytest.raises(IndexError, match="outside the learned table of max_len=64"):
+            mine(input_ids=torch.zeros(1, 65, dtype=torch.long))
+
+
+def test_marian_recipe_sinusoid_tables() -> None:
+    from transformers import MarianConfig, MarianMTModel
+
+    torch.manual_seed(0)
+    config = MarianConfig(vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2,
+                          encoder_attention_heads=4, decoder_attention_heads=4,
+                          encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=256,
+                          pad_token_id=0, decoder_start_token_id=0)  # fmt: skip
+    model = MarianMTModel(config).eval()
+    mine = copy.deepcopy(model)
+    for stack in (mine.model.encoder, mine.model.decoder):
+        table = stack.embed_positions.weight
+        with torch.no_grad():
+            table.copy_(sinusoidal_table(table.shape[0], table.shape[1], layout="concatenated"))
+    tokens = ids()
+    with torch.no_grad():
+        theirs = model(input_ids=tokens, decoder_input_ids=tokens[:, :10]).logits
+        ours = mine(input_ids=tokens, decoder_input_ids=tokens[:, :10]).logits
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)  # both one rounding of the same
+
+
+def test_whisper_recipe_encoder_sinusoid(peer_report: Report) -> None:
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+    from transformers.models.whisper.modeling_whisper import sinusoids
+
+    torch.manual_seed(0)
+    config = WhisperConfig(vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2,
+                           encoder_attention_heads=4, decoder_attention_heads=4,
+                           encoder_ffn_dim=128, decoder_ffn_dim=128, num_mel_bins=16,
+                           max_source_positions=1500, max_target_positions=64,
+                           pad_token_id=0, decoder_start_token_id=1)  # fmt: skip
+    model = WhisperForConditionalGeneration(config).eval()
+    mine = copy.deepcopy(model)
+    table = mine.model.encoder.embed_positions.weight
+    n, d = table.shape
+    exact = sinusoidal_table(n, d, layout="concatenated", endpoint=True, dtype=torch.float64)
+    with torch.no_grad():
+        table.copy_(exact)  # rounded once to the table's dtype
+    theirs_err = err(sinusoids(n, d).double(), exact)
+    ours_err = err(table.double(), exact)
+    assert ours_err <= 2**-25 < theirs_err  # half an ulp of 1 against float32's arithmetic
+    features = torch.randn(1, 16, 2 * n, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        theirs = model(input_features=features, decoder_input_ids=ids()[:1, :8]).logits
+        ours = mine(input_features=features, decoder_input_ids=ids()[:1, :8]).logits
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)
+    peer_report(f"HF Whisper encoder table vs float64: own {theirs_err:.1e}, posenc {ours_err:.1e}")
