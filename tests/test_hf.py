@@ -69,12 +69,19 @@ def test_max_position_embeddings_reaches_dynamic_and_longrope() -> None:
         assert torch.equal(got, rope_frequencies(32, scaling=scaling, seq_len=n)[0])
     # Phi-3 keeps original_max_position_embeddings beside its rope_parameters.
     pairs = [1.0] * 16
-    phi3 = {**LLAMA, "original_max_position_embeddings": 4096,
-            "rope_parameters": {"rope_type": "longrope", "short_factor": pairs,
-                                "long_factor": [2.0] * 16}}  # fmt: skip
+    phi3 = {
+        **LLAMA,
+        "original_max_position_embeddings": 4096,
+        "rope_parameters": {
+            "rope_type": "longrope",
+            "short_factor": pairs,
+            "long_factor": [2.0] * 16,
+        },
+    }
     rope = rotary_from_config(phi3)
-    assert rope.attention_factor == pytest.approx((1 + torch.log(torch.tensor(2.0)).item()
-                                                   / torch.log(torch.tensor(4096.0)).item()) ** 0.5)  # fmt: skip
+    assert rope.attention_factor == pytest.approx(
+        (1 + torch.log(torch.tensor(2.0)).item() / torch.log(torch.tensor(4096.0)).item()) ** 0.5
+    )
 
 
 def rope_positions(n: int):  # type: ignore[no-untyped-def]
@@ -85,14 +92,16 @@ def rope_positions(n: int):  # type: ignore[no-untyped-def]
 
 def test_per_layer_type_parameters() -> None:
     gemma3 = {
-        "head_dim": 16, "max_position_embeddings": 1024,
+        "head_dim": 16,
+        "max_position_embeddings": 1024,
         "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
             "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
         },
-    }  # fmt: skip
+    }
     full = rotary_from_config(gemma3, layer_type="full_attention")
-    assert full.base == 1e6 and full.extra_repr().endswith("rope_type='linear'")
+    assert full.base == 1e6
+    assert full.extra_repr().endswith("rope_type='linear'")
     with pytest.raises(ValueError, match=re.escape("give layer_type=, one of them")):
         rotary_from_config(gemma3)
     with pytest.raises(ValueError, match="layer_type='chunked' has no rope_parameters"):
@@ -102,15 +111,16 @@ def test_per_layer_type_parameters() -> None:
 
 
 def test_gptj_config_is_interleaved_and_partial() -> None:
-    rope = rotary_from_config({"model_type": "gptj", "n_embd": 256, "n_head": 4,
-                               "rotary_dim": 16, "n_positions": 2048})  # fmt: skip
+    rope = rotary_from_config(
+        {"model_type": "gptj", "n_embd": 256, "n_head": 4, "rotary_dim": 16, "n_positions": 2048}
+    )
     assert (rope.head_dim, rope.rotary_dim, rope.layout) == (64, 16, "interleaved")
 
 
 def test_config_errors() -> None:
     with pytest.raises(ValueError, match="the config gives no head size"):
         rotary_from_config({"rope_parameters": {"rope_type": "default"}})
-    with pytest.raises(TypeError, match="config.rope_parameters must be a dict"):
+    with pytest.raises(TypeError, match=r"config\.rope_parameters must be a dict"):
         rotary_from_config({**LLAMA, "rope_parameters": [1]})
     qwen2_vl = {**LLAMA, "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1]}}
     with pytest.raises(ValueError, match="mrope_section"):
@@ -119,14 +129,23 @@ def test_config_errors() -> None:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 def test_rotary_emb_contract(dtype: torch.dtype) -> None:
-    rope = rotary_from_config({**LLAMA, "rope_parameters": {
-        "rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 2048,
-        "rope_theta": 500_000.0}})  # fmt: skip
+    rope = rotary_from_config(
+        {
+            **LLAMA,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 2048,
+                "rope_theta": 500_000.0,
+            },
+        }
+    )
     emb = HFRotaryEmbedding(rope)
     x = torch.zeros(2, 5, 128, dtype=dtype)
     shared = torch.tensor([[0, 1, 2, 1_000_000, 2**40]])
     cos, sin = emb(x, shared)
-    assert cos.shape == sin.shape == (1, 5, 32) and cos.dtype == dtype
+    assert cos.shape == sin.shape == (1, 5, 32)
+    assert cos.dtype == dtype
     # one value per feature, the attention factor applied, rounded once from float64
     freqs, factor = rope_frequencies(32, base=500_000.0, scaling=rope.scaling)
     angles = shared[0, :, None].double() * freqs
@@ -134,7 +153,8 @@ def test_rotary_emb_contract(dtype: torch.dtype) -> None:
     assert torch.equal(sin[0, :, 16:], (torch.sin(angles) * factor).to(dtype))
     per_row = torch.stack((shared[0], shared[0].flip(0)))
     cos2, _ = emb(x, per_row)
-    assert cos2.shape == (2, 5, 32) and torch.equal(cos2[1], cos[0].flip(0))
+    assert cos2.shape == (2, 5, 32)
+    assert torch.equal(cos2[1], cos[0].flip(0))
 
 
 def test_rotary_emb_rotates_as_posenc_when_used_as_hugging_face_does() -> None:
@@ -152,10 +172,13 @@ def test_rotary_emb_rotates_as_posenc_when_used_as_hugging_face_does() -> None:
 def test_gptj_form_and_layer_types() -> None:
     rope = RotaryEmbedding(16, layout="interleaved")
     sin, cos = HFRotaryEmbedding(rope, form="gptj")(torch.zeros(1), torch.arange(4)[None])
-    assert sin.shape == (1, 4, 8) and torch.equal(cos, rope.cos_sin(4)[0][None])
+    assert sin.shape == (1, 4, 8)
+    assert torch.equal(cos, rope.cos_sin(4)[0][None])
     two = HFRotaryEmbedding({"a": RotaryEmbedding(8), "b": RotaryEmbedding(8, base=100.0)})
-    assert not torch.equal(two(torch.zeros(1), torch.arange(3)[None], "a")[0],
-                           two(torch.zeros(1), torch.arange(3)[None], "b")[0])  # fmt: skip
+    assert not torch.equal(
+        two(torch.zeros(1), torch.arange(3)[None], "a")[0],
+        two(torch.zeros(1), torch.arange(3)[None], "b")[0],
+    )
     with pytest.raises(ValueError, match=r"layer_type=None: this module holds .*'a', 'b'"):
         two(torch.zeros(1), torch.arange(3)[None])
     with pytest.raises(ValueError, match="position_ids must be a"):
@@ -192,8 +215,11 @@ def test_cos_sin_takes_shared_position_ids_without_batch() -> None:
     rope = RotaryEmbedding(8)
     ids = torch.tensor([[3, 5, 9]])
     assert torch.equal(rope.cos_sin(3, positions=ids)[0], rope.cos_sin(3, positions=ids[0])[0])
-    with pytest.raises(ValueError, match=r"no batch to match them \(an unbatched input, or an "
-                       r"accessor such as cos_sin called without batch=\)"):  # fmt: skip
+    with pytest.raises(
+        ValueError,
+        match=r"no batch to match them \(an unbatched input, or an "
+        r"accessor such as cos_sin called without batch=\)",
+    ):
         rope.cos_sin(3, positions=ids.expand(2, 3))
 
 
@@ -220,7 +246,8 @@ def test_learned_rows_for_gpt2_position_ids() -> None:
     learned = LearnedPositionalEmbedding(8, 4)
     ids = torch.tensor([[0, 1, 2], [5, 6, 7]])
     rows = learned(ids)
-    assert torch.equal(rows, learned.weight[ids]) and rows.requires_grad
+    assert torch.equal(rows, learned.weight[ids])
+    assert rows.requires_grad
     assert torch.equal(learned.rows(ids), rows)
     with pytest.raises(IndexError, match="position 8 is outside the learned table of max_len=8"):
         learned(ids + 1)
@@ -240,7 +267,8 @@ def test_alibi_in_bloom_form() -> None:
     query_term = slopes.repeat(2)[:, None, None] * last
     assert torch.equal(bias, blooms - query_term)  # the same, less a constant per row
     whole = alibi.bloom(mask, query_length=5)
-    assert whole.shape == (8, 5, 5) and torch.equal(whole[:, -1:], alibi.bloom(mask))
+    assert whole.shape == (8, 5, 5)
+    assert torch.equal(whole[:, -1:], alibi.bloom(mask))
     with pytest.raises(ValueError, match="query_length=6 exceeds the mask's length L_k=5"):
         alibi.bloom(mask, query_length=6)
     with pytest.raises(ValueError, match=r"must have shape \(B, L_k\)"):
@@ -256,7 +284,9 @@ def test_loaded_t5_table_keeps_the_module_dtype() -> None:
     cast = RelativePositionBias(4).double()
     cast.load_state_dict(checkpoint)
     assert cast(3).dtype == torch.float64
-    assert torch.equal(cast.relative_attention_bias.weight, checkpoint["relative_attention_bias.weight"])
+    assert torch.equal(
+        cast.relative_attention_bias.weight, checkpoint["relative_attention_bias.weight"]
+    )
     assigned = RelativePositionBias(4)
     assigned.load_state_dict(checkpoint, assign=True)
     assert assigned(3).dtype == torch.float64

@@ -408,8 +408,9 @@ def seq_len(value: object) -> int | None:
 
 
 def given_seq_len(value: object) -> int | None:
-    """``rope_frequencies``' length as Hugging Face passes it: None, an int >= 0 or a 0-d
-    integer tensor (``torch.max(position_ids) + 1``), read as an int.
+    """``rope_frequencies``' length as Hugging Face passes it, read as an int.
+
+    None, an int >= 0 or a 0-d integer tensor (``torch.max(position_ids) + 1``).
 
     0 is a length the formulas take as they are (dynamic uses ``max(seq_len, L_0)``,
     longrope compares with ``L_0``): the trained length's frequencies, as None gives.

@@ -482,7 +482,8 @@ class ALiBi(nn.Module):
             n, length, positions=keys[:, length - n :], key_positions=keys, batch=batch,
             dtype=dtype, device=keys.device,
         )  # fmt: skip
-        return bias.reshape(batch * self.n_heads, n, length)
+        out: Tensor = bias.reshape(batch * self.n_heads, n, length)
+        return out
 
 
 def _default_device(device: torch.device | str | None, *tensors: object) -> torch.device:

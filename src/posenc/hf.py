@@ -302,7 +302,7 @@ class HFRotaryEmbedding(nn.Module):
     def _rotary(self, layer_type: str | None) -> RotaryEmbedding:
         if isinstance(self.rotary, RotaryEmbedding):
             return self.rotary
-        if layer_type not in self.rotary:
+        if layer_type is None or layer_type not in self.rotary:
             raise ValueError(
                 f"layer_type={layer_type!r}: this module holds the layer types "
                 f"{sorted(self.rotary)}; give one of them"
@@ -321,9 +321,7 @@ def _model_type(model: nn.Module) -> str | None:
 def _is_rotary(module: nn.Module) -> bool:
     """A ``transformers`` rotary module (by its class: none is imported here)."""
     cls = type(module)
-    return cls.__module__.startswith("transformers.") and cls.__name__.endswith(
-        "RotaryEmbedding"
-    )
+    return cls.__module__.startswith("transformers.") and cls.__name__.endswith("RotaryEmbedding")
 
 
 def _check_supported(model: nn.Module, what: str) -> str:
@@ -434,20 +432,20 @@ class ExactRotation:
 
     def __init__(self, modules: list[HFRotaryEmbedding], functions: list[ModuleType]) -> None:
         self._modules = modules
-        self._saved = [(m, m.apply_rotary_pos_emb) for m in functions]
+        self._saved = [(m, getattr(m, "apply_rotary_pos_emb")) for m in functions]  # noqa: B009
         self.active: bool = True
         for module in modules:
             module.exact = True
         for namespace in functions:
             gptj = namespace.__name__.endswith(".gptj.modeling_gptj")
-            namespace.apply_rotary_pos_emb = _gptj_rotation if gptj else _half_rotation
+            setattr(namespace, "apply_rotary_pos_emb", _gptj_rotation if gptj else _half_rotation)  # noqa: B010
 
     def undo(self) -> None:
         """Restore the functions and the modules' dtype rule; twice is harmless."""
         if not self.active:
             return
         for namespace, function in reversed(self._saved):
-            namespace.apply_rotary_pos_emb = function
+            setattr(namespace, "apply_rotary_pos_emb", function)  # noqa: B010
         for module in self._modules:
             module.exact = False
         self.active = False
@@ -465,7 +463,7 @@ class ExactRotation:
 
 
 def exact_rotation(model: nn.Module) -> ExactRotation:
-    """posenc's rotation in a patched model: float32 arithmetic, one rounding, until undone.
+    """Posenc's rotation in a patched model: float32 arithmetic, one rounding, until undone.
 
     After :func:`patch_rotary` the tables are exact, but Hugging Face's
     ``apply_rotary_pos_emb`` multiplies a bf16 query by bf16 tables and adds

@@ -284,10 +284,6 @@ class PositionalEncoding(DerivedTables):
                 ``d_model``, both ``offset`` and ``positions`` are given, or
                 their shapes do not match ``x``.
         """
-        ids = isinstance(x, Tensor) and not (x.is_floating_point() or x.is_complex())
-        if ids and x.dtype != torch.bool and positions is None and type(offset) is int:
-            if offset == 0:  # positions as nn.Embedding takes them; else refused below
-                return self.rows(x)
         x = _checks.features(x, self.d_model)
         batch = x.shape[0] if x.dim() == 3 else None
         where = resolve(
@@ -489,10 +485,11 @@ class LearnedPositionalEmbedding(nn.Module):
                 accelerator or under :func:`torch.compile` the embedding
                 kernel's own bounds check stands (a device-side assert on CUDA).
         """
+        # Integer x: positions, as nn.Embedding takes them (with offset/positions: refused).
         ids = isinstance(x, Tensor) and not (x.is_floating_point() or x.is_complex())
-        if ids and x.dtype != torch.bool and positions is None and type(offset) is int:
-            if offset == 0:  # positions as nn.Embedding takes them; else refused below
-                return self.rows(x)
+        plain = positions is None and type(offset) is int and offset == 0
+        if ids and plain and x.dtype != torch.bool:
+            return self.rows(x)
         x = _checks.features(x, self.d_model)
         batch = x.shape[0] if x.dim() == 3 else None
         where = resolve(

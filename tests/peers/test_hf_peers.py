@@ -59,10 +59,13 @@ def family_config(name: str) -> Any:
         return t.LlamaConfig(**TINY)
     if name == "llama3":
         llama3 = {
-            "rope_type": "llama3", "rope_theta": 500_000.0, "factor": 8.0,
-            "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "rope_type": "llama3",
+            "rope_theta": 500_000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
             "original_max_position_embeddings": 512,
-        }  # fmt: skip
+        }
         return t.LlamaConfig(**TINY, rope_parameters=llama3)
     if name == "mistral":
         return t.MistralConfig(**TINY, head_dim=16, sliding_window=None)
@@ -80,27 +83,50 @@ def family_config(name: str) -> Any:
             "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
         }
         return t.Gemma3TextConfig(
-            **TINY, **gemma, sliding_window=4096, rope_parameters=per_type,
+            **TINY,
+            **gemma,
+            sliding_window=4096,
+            rope_parameters=per_type,
             layer_types=["sliding_attention", "full_attention"],
-        )  # fmt: skip
+        )
     if name == "phi3":
         return t.Phi3Config(**TINY, rope_parameters=_longrope(), pad_token_id=0)
     if name == "gpt_neox":
         neox = {k: v for k, v in TINY.items() if k != "num_key_value_heads"}
         return t.GPTNeoXConfig(
-            **neox, rope_parameters={"rope_type": "default", "rope_theta": 10_000.0,
-                                     "partial_rotary_factor": 0.25},
-        )  # fmt: skip
+            **neox,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 10_000.0,
+                "partial_rotary_factor": 0.25,
+            },
+        )
     if name == "gptj":
         return t.GPTJConfig(
-            n_embd=64, n_layer=2, n_head=4, rotary_dim=8, vocab_size=VOCAB,
-            n_positions=FAR + LENGTH, n_inner=128,
-        )  # fmt: skip
+            n_embd=64,
+            n_layer=2,
+            n_head=4,
+            rotary_dim=8,
+            vocab_size=VOCAB,
+            n_positions=FAR + LENGTH,
+            n_inner=128,
+        )
     raise AssertionError(name)
 
 
-FAMILIES = ["llama", "llama3", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3",
-            "phi3", "gpt_neox", "gptj"]  # fmt: skip
+FAMILIES = [
+    "llama",
+    "llama3",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "phi3",
+    "gpt_neox",
+    "gptj",
+]
 _MODELS: dict[tuple[str, bool], torch.nn.Module] = {}
 
 
@@ -154,7 +180,8 @@ def err(a: torch.Tensor, b: torch.Tensor) -> float:
 def test_patch_rotary_replaces_every_rotary_module(name: str) -> None:
     model = patched(name)
     mine = [m for m in model.modules() if isinstance(m, HFRotaryEmbedding)]
-    assert mine and not [m for m in model.modules() if hf_rotary(m)]
+    assert mine
+    assert not [m for m in model.modules() if hf_rotary(m)]
     assert patch_rotary(model) is model  # again: nothing to do
     # The state dict is the model's: the tables are never saved.
     assert model.state_dict().keys() == model_of(name).state_dict().keys()
@@ -173,8 +200,11 @@ def test_tables_equal_the_peer_modules_near_position_zero(name: str) -> None:
     kinds = [None] if isinstance(ours.rotary, RotaryEmbedding) else sorted(ours.rotary)
     for kind in kinds:
         extra = () if kind is None else (kind,)
-        for a, b in zip(ours(x, position_ids, *extra), theirs(x, position_ids, *extra)):
-            assert a.shape == b.shape and a.dtype == b.dtype
+        for a, b in zip(
+            ours(x, position_ids, *extra), theirs(x, position_ids, *extra), strict=True
+        ):
+            assert a.shape == b.shape
+            assert a.dtype == b.dtype
             torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
 
 
@@ -183,7 +213,9 @@ def test_gptj_tables_equal_its_module() -> None:
     theirs = model.transformer.rotary_emb
     ours = patched("gptj").transformer.rotary_emb
     position_ids = torch.arange(64)[None]
-    for a, b in zip(ours(torch.zeros(1), position_ids), theirs(torch.zeros(1), position_ids)):
+    for a, b in zip(
+        ours(torch.zeros(1), position_ids), theirs(torch.zeros(1), position_ids), strict=True
+    ):
         assert a.shape == b.shape
         torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
 
@@ -258,12 +290,16 @@ def test_exact_rotation_is_reversible_and_measured(name: str, peer_report: Repor
     hf_three = err(rotated(before, module(q, position_ids)).double(), truth)
     with exact_rotation(mine) as handle:
         assert namespace.apply_rotary_pos_emb is not before
-        torch.testing.assert_close(logits(mine, tokens, FAR, torch.float32), f32, rtol=0, atol=1e-5)
+        torch.testing.assert_close(
+            logits(mine, tokens, FAR, torch.float32), f32, rtol=0, atol=1e-5
+        )
         tables = module(q, position_ids)
         assert tables[0].dtype == torch.float32  # bf16 input, float32 tables
         once = err(rotated(namespace.apply_rotary_pos_emb, tables).double(), truth)
         one = {s: err(logits(mine, tokens, s, torch.bfloat16), exact[s]) for s in exact}
-    assert namespace.apply_rotary_pos_emb is before and not handle.active and not module.exact
+    assert namespace.apply_rotary_pos_emb is before
+    assert not handle.active
+    assert not module.exact
     handle.undo()  # twice: harmless
     assert namespace.apply_rotary_pos_emb is before
     assert once < hf_three
@@ -277,9 +313,18 @@ def test_exact_rotation_is_reversible_and_measured(name: str, peer_report: Repor
 def test_unsupported_models_are_named() -> None:
     from transformers import BertConfig, BertModel
 
-    bert = BertModel(BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
-                                intermediate_size=32, vocab_size=16))  # fmt: skip
-    with pytest.raises(TypeError, match=r"patch_rotary does not support BertModel \(model_type='bert'\)"):
+    bert = BertModel(
+        BertConfig(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            vocab_size=16,
+        )
+    )
+    with pytest.raises(
+        TypeError, match=r"patch_rotary does not support BertModel \(model_type='bert'\)"
+    ):
         patch_rotary(bert)
     with pytest.raises(TypeError, match="needs a model patched by patch_rotary"):
         exact_rotation(copy.deepcopy(model_of("llama")))
@@ -292,22 +337,29 @@ def test_t5_recipe_posenc_bias_on_the_model_table() -> None:
     from transformers import T5Config, T5ForConditionalGeneration
 
     torch.manual_seed(0)
-    config = T5Config(vocab_size=VOCAB, d_model=64, d_kv=16, d_ff=128, num_layers=2,
-                      num_heads=4, decoder_start_token_id=0)  # fmt: skip
+    config = T5Config(
+        vocab_size=VOCAB,
+        d_model=64,
+        d_kv=16,
+        d_ff=128,
+        num_layers=2,
+        num_heads=4,
+        decoder_start_token_id=0,
+    )
     model = T5ForConditionalGeneration(config).eval()
     mine = copy.deepcopy(model)
     for stack, bidirectional in ((mine.encoder, True), (mine.decoder, False)):
         attn = stack.block[0].layer[0].SelfAttention
         bias = RelativePositionBias(
-            config.num_heads, bidirectional=bidirectional,
+            config.num_heads,
+            bidirectional=bidirectional,
             num_buckets=config.relative_attention_num_buckets,
             max_distance=config.relative_attention_max_distance,
-        )  # fmt: skip
+        )
         bias.relative_attention_bias = attn.relative_attention_bias  # the model's table
-        attn.compute_bias = (
-            lambda q, k, device=None, past_seen_tokens=0, bias=bias:
-            bias(q, k, offset=past_seen_tokens)[None]
-        )  # fmt: skip
+        attn.compute_bias = lambda q, k, device=None, past_seen_tokens=0, bias=bias: bias(
+            q, k, offset=past_seen_tokens
+        )[None]
     tokens, target = ids(), ids()[:, :10]
     with torch.no_grad():
         theirs = model(input_ids=tokens, decoder_input_ids=target).logits
@@ -316,15 +368,18 @@ def test_t5_recipe_posenc_bias_on_the_model_table() -> None:
         settings = {"max_new_tokens": 8, "do_sample": False}
         assert torch.equal(mine.generate(tokens, **settings), model.generate(tokens, **settings))
         # float64: the table follows the model's cast, the bias comes in its dtype
-        assert mine.double()(input_ids=tokens, decoder_input_ids=target).logits.dtype == torch.float64
+        assert (
+            mine.double()(input_ids=tokens, decoder_input_ids=target).logits.dtype == torch.float64
+        )
 
 
 def test_bloom_recipe_alibi_in_bloom_form(peer_report: Report) -> None:
     from transformers import BloomConfig, BloomForCausalLM
 
     torch.manual_seed(0)
-    config = BloomConfig(vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4,
-                         initializer_range=0.2)  # fmt: skip
+    config = BloomConfig(
+        vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4, initializer_range=0.2
+    )
     model = BloomForCausalLM(config).eval()
     mine = copy.deepcopy(model)
     alibi = ALiBi(config.n_head)
@@ -335,7 +390,9 @@ def test_bloom_recipe_alibi_in_bloom_form(peer_report: Report) -> None:
 
     def run(m: torch.nn.Module, dtype: torch.dtype) -> torch.Tensor:
         with torch.no_grad():
-            return copy.deepcopy(m).to(dtype)(input_ids=tokens, attention_mask=mask).logits.double()
+            return (
+                copy.deepcopy(m).to(dtype)(input_ids=tokens, attention_mask=mask).logits.double()
+            )
 
     exact = run(mine, torch.float64)
     # Softmax ignores the constant per row; BLOOM's own float64 run rounds m·j in float32.
@@ -344,8 +401,10 @@ def test_bloom_recipe_alibi_in_bloom_form(peer_report: Report) -> None:
     settings = {"max_new_tokens": 8, "do_sample": False}
     prompt = tokens[:, :12]
     with torch.no_grad():
-        assert torch.equal(mine.generate(prompt, attention_mask=mask[:, :12], **settings),
-                           model.generate(prompt, attention_mask=mask[:, :12], **settings))  # fmt: skip
+        assert torch.equal(
+            mine.generate(prompt, attention_mask=mask[:, :12], **settings),
+            model.generate(prompt, attention_mask=mask[:, :12], **settings),
+        )
     # Decoding with a cache: the last token's logits, bf16, against float64.
     last = {}
     for label, m in (("own", model), ("posenc", mine)):
@@ -354,7 +413,10 @@ def test_bloom_recipe_alibi_in_bloom_form(peer_report: Report) -> None:
             out = half(input_ids=tokens[:, :-1], attention_mask=mask[:, :-1], use_cache=True)
             step = half(input_ids=tokens[:, -1:], attention_mask=mask, cache=out.past_key_values)
         last[label] = err(step.logits[:, -1].double(), exact[:, -1])
-    bf16 = {label: err(run(m, torch.bfloat16), exact) for label, m in (("own", model), ("posenc", mine))}
+    bf16 = {
+        label: err(run(m, torch.bfloat16), exact)
+        for label, m in (("own", model), ("posenc", mine))
+    }
     peer_report(
         f"HF BLOOM L={length} bf16: prefill own {bf16['own']:.2e} posenc {bf16['posenc']:.2e}; "
         f"cached last token own {last['own']:.2e} posenc {last['posenc']:.2e}"
@@ -376,8 +438,9 @@ def test_gpt2_recipe_learned_positions_as_wpe() -> None:
     with torch.no_grad():
         assert torch.equal(mine(input_ids=tokens).logits, model(input_ids=tokens).logits)
         settings = {"max_new_tokens": 8, "do_sample": False}
-        assert torch.equal(mine.generate(tokens[:1, :8], **settings),
-                           model.generate(tokens[:1, :8], **settings))  # fmt: skip
+        assert torch.equal(
+            mine.generate(tokens[:1, :8], **settings), model.generate(tokens[:1, :8], **settings)
+        )
         with pytest.raises(IndexError, match="outside the learned table of max_len=64"):
             mine(input_ids=torch.zeros(1, 65, dtype=torch.long))
 
@@ -386,10 +449,19 @@ def test_marian_recipe_sinusoid_tables() -> None:
     from transformers import MarianConfig, MarianMTModel
 
     torch.manual_seed(0)
-    config = MarianConfig(vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2,
-                          encoder_attention_heads=4, decoder_attention_heads=4,
-                          encoder_ffn_dim=128, decoder_ffn_dim=128, max_position_embeddings=256,
-                          pad_token_id=0, decoder_start_token_id=0)  # fmt: skip
+    config = MarianConfig(
+        vocab_size=VOCAB,
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_position_embeddings=256,
+        pad_token_id=0,
+        decoder_start_token_id=0,
+    )
     model = MarianMTModel(config).eval()
     mine = copy.deepcopy(model)
     for stack in (mine.model.encoder, mine.model.decoder):
@@ -408,11 +480,21 @@ def test_whisper_recipe_encoder_sinusoid(peer_report: Report) -> None:
     from transformers.models.whisper.modeling_whisper import sinusoids
 
     torch.manual_seed(0)
-    config = WhisperConfig(vocab_size=VOCAB, d_model=64, encoder_layers=2, decoder_layers=2,
-                           encoder_attention_heads=4, decoder_attention_heads=4,
-                           encoder_ffn_dim=128, decoder_ffn_dim=128, num_mel_bins=16,
-                           max_source_positions=1500, max_target_positions=64,
-                           pad_token_id=0, decoder_start_token_id=1)  # fmt: skip
+    config = WhisperConfig(
+        vocab_size=VOCAB,
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        num_mel_bins=16,
+        max_source_positions=1500,
+        max_target_positions=64,
+        pad_token_id=0,
+        decoder_start_token_id=1,
+    )
     model = WhisperForConditionalGeneration(config).eval()
     mine = copy.deepcopy(model)
     table = mine.model.encoder.embed_positions.weight
@@ -428,4 +510,6 @@ def test_whisper_recipe_encoder_sinusoid(peer_report: Report) -> None:
         theirs = model(input_features=features, decoder_input_ids=ids()[:1, :8]).logits
         ours = mine(input_features=features, decoder_input_ids=ids()[:1, :8]).logits
     torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)
-    peer_report(f"HF Whisper encoder table vs float64: own {theirs_err:.1e}, posenc {ours_err:.1e}")
+    peer_report(
+        f"HF Whisper encoder table vs float64: own {theirs_err:.1e}, posenc {ours_err:.1e}"
+    )
