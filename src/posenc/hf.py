@@ -65,8 +65,6 @@ _NOT_YET = {
 # Tables precomputed per module: later positions are computed on the fly, same values.
 _MAX_LEN = 4096
 
-Form = Literal["widened", "gptj"]
-
 
 def _get(config: Any, name: str) -> Any:
     """A config field: a key of a dict, an attribute of an object; None when absent."""
@@ -226,7 +224,7 @@ class HFRotaryEmbedding(nn.Module):
         form: ``"widened"`` (Llama and most models) or ``"gptj"``.
 
     Attributes:
-        rotary: The module, or a :class:`~torch.nn.ModuleDict` per layer type.
+        rotary: The module, or a ``torch.nn.ModuleDict`` of them, one per layer type.
         exact: Whether half-precision inputs get float32 tables (set by
             :func:`exact_rotation`).
 
@@ -247,7 +245,10 @@ class HFRotaryEmbedding(nn.Module):
     """
 
     def __init__(
-        self, rotary: RotaryEmbedding | Mapping[str, RotaryEmbedding], *, form: Form = "widened"
+        self,
+        rotary: RotaryEmbedding | Mapping[str, RotaryEmbedding],
+        *,
+        form: Literal["widened", "gptj"] = "widened",
     ) -> None:
         super().__init__()
         if form not in ("widened", "gptj"):
@@ -255,7 +256,7 @@ class HFRotaryEmbedding(nn.Module):
         self.rotary: RotaryEmbedding | nn.ModuleDict = (
             rotary if isinstance(rotary, RotaryEmbedding) else nn.ModuleDict(dict(rotary))
         )
-        self.form: Form = form
+        self.form: Literal["widened", "gptj"] = form
         self.exact: bool = False
 
     def extra_repr(self) -> str:
