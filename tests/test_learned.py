@@ -186,7 +186,11 @@ def test_input_errors() -> None:
     learned = make()
     with pytest.raises(ValueError, match="last dimension must be d_model=8"):
         learned(torch.zeros(2, 3, 4))
+    # An integer input is positions (GPT-2's wpe(position_ids)); with offset, or bool, not.
     with pytest.raises(TypeError, match="input must be a floating tensor"):
-        learned(torch.zeros(2, 3, D, dtype=torch.long))
+        learned(torch.zeros(2, 3, D, dtype=torch.long), offset=1)
+    with pytest.raises(TypeError, match="input must be a floating tensor"):
+        learned(torch.zeros(2, 3, D, dtype=torch.bool))
+    assert learned(torch.zeros(2, 3, D, dtype=torch.long)).shape == (2, 3, D, D)
     with pytest.raises(TypeError, match="positions must be"):
         learned(torch.zeros(2, 3, D), positions=torch.zeros(3))

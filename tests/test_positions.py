@@ -191,8 +191,17 @@ def test_position_argument_errors(kwargs: dict[str, object], error: type, match:
 
 def test_per_sequence_positions_need_a_batched_input() -> None:
     pe = PositionalEncoding(D)
-    with pytest.raises(ValueError, match="the input is unbatched; give positions of shape"):
-        pe(torch.randn(3, D), positions=torch.zeros(1, 3, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"no batch to match them .*give positions of shape"):
+        pe(torch.randn(3, D), positions=torch.zeros(2, 3, dtype=torch.long))
+
+
+def test_one_row_of_positions_is_shared_without_a_batch() -> None:
+    # Hugging Face's position_ids are (1, L): without a batch they are the (L,) row.
+    pe = PositionalEncoding(D)
+    x, row = torch.randn(3, D), torch.tensor([[4, 7, 9]])
+    assert torch.equal(pe(x, positions=row), pe(x, positions=row[0]))
+    assert torch.equal(pe(x, offset=torch.tensor([5])), pe(x, offset=5))
+    assert pe.encoding(3, positions=row).shape == (3, D)
 
 
 def test_forward_with_positions_never_mutates_the_buffer() -> None:

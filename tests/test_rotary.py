@@ -1011,8 +1011,10 @@ def test_scaling_errors(scaling: dict[str, object], error: type[Exception], mess
 def test_seq_len_errors() -> None:
     with pytest.raises(TypeError, match=re.escape("seq_len must be an int, got float 10.0")):
         rope_frequencies(8, seq_len=10.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=re.escape("seq_len must be an int >= 0, got -1")):
+        rope_frequencies(8, seq_len=-1)
     with pytest.raises(ValueError, match=re.escape("seq_len must be a positive int, got 0")):
-        rope_frequencies(8, seq_len=0)
+        RotaryEmbedding(8)(torch.ones(2, 8), seq_len=0)  # a call's length is never 0
 
 
 @pytest.mark.parametrize(
@@ -1052,7 +1054,7 @@ def test_seq_len_errors() -> None:
         (
             lambda r: r(torch.ones(5, 8), offset=torch.tensor([1, 2])),
             ValueError,
-            "offset of shape (2,) gives one row per sequence, but the input is unbatched",
+            "offset of shape (2,) gives one row per sequence, but there is no batch to match",
         ),
         (
             lambda r: r(torch.ones(2, 5, 8), offset=1, positions=torch.arange(5)),

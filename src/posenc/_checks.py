@@ -407,6 +407,26 @@ def seq_len(value: object) -> int | None:
     return positive_int("seq_len", value)
 
 
+def given_seq_len(value: object) -> int | None:
+    """``rope_frequencies``' length as Hugging Face passes it, read as an int.
+
+    None, an int >= 0 or a 0-d integer tensor (``torch.max(position_ids) + 1``).
+
+    0 is a length the formulas take as they are (dynamic uses ``max(seq_len, L_0)``,
+    longrope compares with ``L_0``): the trained length's frequencies, as None gives.
+    """
+    if isinstance(value, Tensor):
+        t = integer_tensor("seq_len", value, "an int or a 0-d integer tensor")
+        if t.dim() != 0:
+            raise ValueError(
+                f"seq_len must be an int or a 0-d integer tensor, got shape {tuple(t.shape)}"
+            )
+        if t.device.type == "meta":
+            raise ValueError("seq_len is on the meta device, which holds no value: give an int")
+        value = int(t)
+    return None if value is None else nonnegative_int("seq_len", value)
+
+
 def rotary_input(x: object, head_dim: int) -> Tensor:
     """``x`` is a floating ``(..., L, head_dim)`` tensor."""
     x = floating_tensor("input", x)

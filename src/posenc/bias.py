@@ -50,7 +50,7 @@ from torch.nn import functional
 
 from . import _checks, _runtime
 from ._rounding import round_once
-from .positions import check_domain, resolve
+from .positions import check_domain, positions_from_mask, resolve
 
 __all__ = ["ALiBi", "RelativePositionBias", "alibi_slopes", "relative_position_bucket"]
 
@@ -419,6 +419,72 @@ class ALiBi(nn.Module):
         out = torch.empty(shape, dtype=out_dtype, device=out_device)
         return _by_blocks(out, q, k, per_pair, bias)
 
+    def bloom(
+        self,
+        attention_mask: Tensor,
+        *,
+        query_length: int = 1,
+        dtype: torch.dtype | None = None,
+    ) -> Tensor:
+        """The bias in BLOOM's form ``(B·H, L_q, L_k)``, from an attention mask.
+
+        BLOOM's ``build_alibi_tensor(attention_mask, num_heads, dtype)`` returns
+        ``(B·H, 1, L_k)``, ``m_h`` times each key's position (its count of real
+        tokens before it), which ``baddbmm`` adds to the scores of every query.
+        This gives the true ``-m_h · (i - j)`` for the last ``query_length``
+        tokens of the mask as queries: with the default ``query_length=1``, the
+        token being decoded with a cache, BLOOM's shape exactly. Softmax ignores
+        a constant added to a row, so any query attends as it does with BLOOM's
+        own tensor; but the values are small near the query, where bf16 or fp16
+        rounds them finely, instead of ``m_h · j``, which grows with the length.
+
+        Args:
+            attention_mask: ``(B, L_k)``, True or 1 for real tokens, the cache
+                included (BLOOM's ``attention_mask``).
+            query_length: Number of queries L_q: the last tokens of the mask.
+            dtype: Floating dtype of the result (default: torch's default dtype).
+
+        Returns:
+            ``(B·H, L_q, L_k)`` on the mask's device; row ``b·H + h`` is
+            sequence ``b``, head ``h``, as in BLOOM.
+
+        Raises:
+            TypeError: ``attention_mask`` is not a bool or integer tensor, or
+                ``query_length`` is not an int.
+            ValueError: ``attention_mask`` is not 2-D, or ``query_length``
+                exceeds its length.
+
+        Shapes:
+            - attention_mask: ``(B, L_k)``
+            - output: ``(B·H, L_q, L_k)``
+
+        Example:
+            >>> alibi = ALiBi(2)
+            >>> mask = torch.tensor([[0, 1, 1, 1]])          # one pad token on the left
+            >>> alibi.bloom(mask)                            # the last token decodes
+            tensor([[[-0.1250, -0.1250, -0.0625,  0.0000]],
+            <BLANKLINE>
+                    [[-0.0078, -0.0078, -0.0039,  0.0000]]])
+        """
+        keys = positions_from_mask(attention_mask)
+        if keys.dim() != 2:
+            raise ValueError(
+                f"attention_mask must have shape (B, L_k), got shape {tuple(keys.shape)}"
+            )
+        batch, length = keys.shape
+        n = _checks.nonnegative_int("query_length", query_length)
+        if n > length:
+            raise ValueError(
+                f"query_length={n} exceeds the mask's length L_k={length}: the queries are "
+                "the last tokens of the mask"
+            )
+        bias = self(
+            n, length, positions=keys[:, length - n :], key_positions=keys, batch=batch,
+            dtype=dtype, device=keys.device,
+        )  # fmt: skip
+        out: Tensor = bias.reshape(batch * self.n_heads, n, length)
+        return out
+
 
 def _default_device(device: torch.device | str | None, *tensors: object) -> torch.device:
     if device is not None:
@@ -557,6 +623,16 @@ class RelativePositionBias(nn.Module):
     (``bidirectional=True``) or the decoder's ``decoder.block.0.layer.0...``
     (``bidirectional=False``). Like every learned weight it follows
     ``.to()`` and ``.half()``: casting converts it.
+
+    The dtype a loaded table keeps is PyTorch's rule for every parameter:
+    :meth:`~torch.nn.Module.load_state_dict` copies the checkpoint's values
+    into the table, which keeps the module's dtype (a float64 checkpoint
+    loaded into a float32 module is rounded to float32);
+    ``load_state_dict(..., assign=True)`` takes the checkpoint's tensor, and
+    its dtype. The bias comes in the table's dtype unless ``dtype=`` asks for
+    another; for a model in float64 or bf16, cast the module with the model
+    (``bias.to(model.dtype)``) before loading, so that the values are not
+    rounded to float32 on the way.
 
     T5 does not divide its scores by ``√d_k`` (the scale is folded into
     its initialisation): :func:`~posenc.attention` does, so a T5 checkpoint's

@@ -425,13 +425,46 @@ class LearnedPositionalEmbedding(nn.Module):
         """The configuration, shown in the module's repr."""
         return f"max_len={self.max_len}, d_model={self.d_model}"
 
+    def rows(self, positions: Tensor) -> Tensor:
+        """The table's rows at ``positions``, as :class:`torch.nn.Embedding` looks them up.
+
+        GPT-2 calls its ``wpe(position_ids)`` and adds the rows itself; so does
+        ``forward`` on an integer tensor, which makes this module a drop-in for
+        ``wpe`` (its key, ``weight``, is ``wpe``'s). No dropout: the model applies
+        its own to the sum.
+
+        Args:
+            positions: Integer tensor of any shape, e.g. Hugging Face's
+                ``position_ids`` ``(1, L)`` or ``(B, L)``; each in ``[0, max_len)``.
+
+        Returns:
+            ``(*positions.shape, d_model)``, in the table's dtype, differentiable
+            with respect to :attr:`weight`.
+
+        Raises:
+            TypeError: ``positions`` is not an integer tensor.
+            IndexError: a position lies outside ``[0, max_len)`` (checked where
+                ``forward`` checks it).
+
+        Example:
+            >>> learned = LearnedPositionalEmbedding(max_len=8, d_model=4)
+            >>> ids = torch.tensor([[0, 1, 2]])                  # GPT-2's position_ids
+            >>> torch.equal(learned(ids), learned.weight[:3][None])
+            True
+        """
+        index = _checks.integer_tensor("positions", positions, "an integer tensor")
+        _checks.learned_positions(index, self.max_len)
+        return functional.embedding(index.to(self.weight.device), self.weight)
+
     def forward(
         self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
     ) -> Tensor:
-        """Return ``dropout(x + weight[positions])``.
+        """Return ``dropout(x + weight[positions])``; on integer ``x``, :meth:`rows`.
 
         Args:
-            x: Token vectors, ``(B, L, D)`` or ``(L, D)``.
+            x: Token vectors, ``(B, L, D)`` or ``(L, D)``; or an integer tensor of
+                positions, whose rows are returned (:meth:`rows`: GPT-2's
+                ``wpe(position_ids)``), without ``offset`` or ``positions``.
             offset: Position of the first token, as an int for all sequences or
                 a ``(B,)`` integer tensor, one per sequence.
             positions: Integer tensor ``(L,)`` or ``(B, L)`` (B may be 1) with the
@@ -439,7 +472,7 @@ class LearnedPositionalEmbedding(nn.Module):
 
         Returns:
             Tensor of the shape and dtype of ``x``: the rows are rounded to
-            ``x``'s dtype before the sum.
+            ``x``'s dtype before the sum. For integer ``x``, its rows.
 
         Raises:
             TypeError: ``x`` is not a floating tensor, or ``offset`` or
@@ -452,6 +485,11 @@ class LearnedPositionalEmbedding(nn.Module):
                 accelerator or under :func:`torch.compile` the embedding
                 kernel's own bounds check stands (a device-side assert on CUDA).
         """
+        # Integer x: positions, as nn.Embedding takes them (with offset/positions: refused).
+        ids = isinstance(x, Tensor) and not (x.is_floating_point() or x.is_complex())
+        plain = positions is None and type(offset) is int and offset == 0
+        if ids and plain and x.dtype != torch.bool:
+            return self.rows(x)
         x = _checks.features(x, self.d_model)
         batch = x.shape[0] if x.dim() == 3 else None
         where = resolve(

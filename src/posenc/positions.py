@@ -258,8 +258,10 @@ def resolve(
             ``offset + t``.
         positions: Integer tensor ``(L,)`` or ``(B, L)``: the position of every
             token. Excludes ``offset``.
-        batch: Batch size B of the input, or None for an unbatched input (which
-            takes only positions shared by the batch). A per-sequence tensor may
+        batch: Batch size B of the input, or None for an unbatched input or an
+            accessor called without a batch (either takes only positions shared
+            by the batch: ``(L,)``, or ``(1, L)`` as Hugging Face's
+            ``position_ids``, returned as ``(L,)``). A per-sequence tensor may
             have B rows, or 1 to share its row.
         device: The input's device, or None to accept tensors on any device.
             ``positions`` and ``offset`` must be on it (a 0-d CPU ``offset`` is
@@ -297,8 +299,10 @@ def resolve(
                 f"positions must have shape (L,) or (B, L) with L={length}, "
                 f"got shape {tuple(index.shape)}"
             )
-        if index.dim() == 2:
+        if index.dim() == 2 and not (batch is None and index.shape[0] == 1):
             _check_rows("positions", tuple(index.shape), index.shape[0], batch)
+        elif index.dim() == 2:
+            index = index[0]  # one row and no batch: shared by every sequence, as (L,)
         return Positions(length, None, index)
     if isinstance(offset, Tensor):
         start = _checks.integer_tensor(
@@ -317,6 +321,8 @@ def resolve(
                 f"offset must be an int, a 0-d tensor or a (B,) tensor, "
                 f"got shape {tuple(start.shape)}"
             )
+        if batch is None and start.shape[0] == 1:
+            return Positions(length, None, start[0] + steps)  # shared, as a 0-d offset
         _check_rows("offset", tuple(start.shape), start.shape[0], batch)
         return Positions(length, None, start.unsqueeze(-1) + steps)
     if isinstance(offset, bool) or not isinstance(offset, int):
@@ -330,9 +336,12 @@ def resolve(
 
 def _check_rows(name: str, shape: tuple[int, ...], rows: int, batch: int | None) -> None:
     if batch is None:
+        shared = "(L,) or (1, L)" if name == "positions" else "() or (1,)"
         raise ValueError(
-            f"{name} of shape {shape} gives one row per sequence, but the input is "
-            f"unbatched; give {name} of shape {'(L,)' if name == 'positions' else '()'}"
+            f"{name} of shape {shape} gives one row per sequence, but there is no batch "
+            f"to match them (an unbatched input, or an accessor such as cos_sin called "
+            f"without batch=): give {name} of shape {shared}, shared by every sequence, "
+            f"or the batch size"
         )
     if rows not in (1, batch):
         raise ValueError(

@@ -68,7 +68,7 @@ def rope_frequencies(
     *,
     base: float = 10_000.0,
     scaling: dict[str, Any] | None = None,
-    seq_len: int | None = None,
+    seq_len: int | Tensor | None = None,
 ) -> tuple[Tensor, float]:
     r"""The angular frequency of each rotated pair, and the attention factor.
 
@@ -119,7 +119,10 @@ def rope_frequencies(
         base: Base of the wavelengths, the model's ``rope_theta``.
         scaling: None, or a ``rope_parameters`` dict (see above).
         seq_len: Length of the sequence, for the types whose frequencies
-            depend on it (dynamic, longrope); ignored by the others.
+            depend on it (dynamic, longrope); ignored by the others. An int
+            >= 0 or a 0-d integer tensor, as Hugging Face's rope functions take
+            it (``torch.max(position_ids) + 1``; the tensor is read); 0 and
+            None give the frequencies of the trained length.
 
     Returns:
         A float64 tensor ``(rotary_dim // 2,)`` on the CPU, one frequency per
@@ -127,9 +130,11 @@ def rope_frequencies(
         says otherwise), and the attention factor, which multiplies cos and sin.
 
     Raises:
-        TypeError: ``head_dim`` or ``seq_len`` is not an int, ``scaling`` is not a
-            dict, or one of its values has the wrong type.
-        ValueError: ``base <= 1``; ``scaling`` lacks a key its type needs, names
+        TypeError: ``head_dim`` is not an int, ``seq_len`` is neither an int
+            nor an integer tensor, ``scaling`` is not a dict, or one of its
+            values has the wrong type.
+        ValueError: ``base <= 1``; ``seq_len`` is negative or not 0-d;
+            ``scaling`` lacks a key its type needs, names
             an unknown ``rope_type``, has a ``rope_theta`` other than ``base``, a
             multimodal key, or a value out of range (YaRN's ``beta_fast`` below
             ``beta_slow``); the rotated dimension is odd.
@@ -169,7 +174,7 @@ def rope_frequencies(
     head_dim = _checks.positive_int("head_dim", head_dim)
     base = _checks.base(base)
     config = rope_config.parse(scaling, head_dim, base)
-    length = _checks.seq_len(seq_len)
+    length = _checks.given_seq_len(seq_len)
     return config.frequencies(length, _CPU), config.attention_factor()
 
 
@@ -265,6 +270,20 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = 
         Hugging Face's tables repeat each value for the two features of a pair;
         one copy is the table ``apply_rotary`` takes: ``cos[..., :h]`` for the
         half layout, ``cos[..., ::2]`` for the interleaved one.
+
+        Tensors with the heads after the sequence, ``(B, L, H, D)`` as GPT-J's
+        attention holds them, take tables with a 1 for the heads,
+        ``(B, L, 1, h)``: the rotation is elementwise, so only broadcasting
+        matters. :class:`RotaryEmbedding` itself wants the sequence on dim -2;
+        this is the way to rotate such tensors without a transpose:
+
+        >>> rope = RotaryEmbedding(8, layout="interleaved")
+        >>> x = torch.randn(2, 5, 3, 8)                    # (B, L, H, D)
+        >>> ids = torch.arange(5).expand(2, 5)            # position_ids (B, L)
+        >>> cos, sin = rope.cos_sin(5, positions=ids, batch=2)
+        >>> y = apply_rotary(x, cos[:, :, None], sin[:, :, None], layout="interleaved")
+        >>> torch.equal(y, rope(x.transpose(1, 2), positions=ids).transpose(1, 2))
+        True
     """
     layout = _checks.choice("layout", layout, ROTARY_LAYOUTS)
     x, cos, sin = _checks.rotary_tables(x, cos, sin)

@@ -1,0 +1,516 @@
+"""posenc inside Hugging Face models: patch_rotary and the recipes of the guide's
+"In a Hugging Face model" page, on tiny random models built from configs.
+
+Each family's model is seeded, 2 layers of width 64, built offline. The reference for
+an error is the exact model: the same weights in float64 with posenc's tables (the
+patched model in float64). Hugging Face's own model in float64 is no reference: its
+rotary modules compute the phases in float32 whatever the model's dtype. Every
+measurement is printed in the summary after the run.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from posenc import (
+    ALiBi,
+    LearnedPositionalEmbedding,
+    RelativePositionBias,
+    RotaryEmbedding,
+    apply_rotary,
+    sinusoidal_table,
+)
+from posenc.hf import HFRotaryEmbedding, exact_rotation, patch_rotary, rotary_from_config
+
+Report = Callable[[str], None]
+VOCAB, LENGTH, FAR = 128, 24, 10**6
+TINY = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": VOCAB,
+    "max_position_embeddings": 4096,
+}
+
+
+def _longrope() -> dict[str, Any]:
+    pairs = 8  # head_dim 16
+    return {
+        "rope_type": "longrope",
+        "rope_theta": 10_000.0,
+        "short_factor": [1.0 + 0.1 * k for k in range(pairs)],
+        "long_factor": [1.0 + 0.5 * k for k in range(pairs)],
+        "original_max_position_embeddings": 256,
+    }
+
+
+def family_config(name: str) -> Any:
+    import transformers as t
+
+    gemma = {"head_dim": 16, "hidden_activation": "gelu_pytorch_tanh"}
+    if name == "llama":
+        return t.LlamaConfig(**TINY)
+    if name == "llama3":
+        llama3 = {
+            "rope_type": "llama3",
+            "rope_theta": 500_000.0,
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 512,
+        }
+        return t.LlamaConfig(**TINY, rope_parameters=llama3)
+    if name == "mistral":
+        return t.MistralConfig(**TINY, head_dim=16, sliding_window=None)
+    if name == "qwen2":
+        return t.Qwen2Config(**TINY)
+    if name == "qwen3":
+        return t.Qwen3Config(**TINY, head_dim=16)
+    if name == "gemma":
+        return t.GemmaConfig(**TINY, **gemma)
+    if name == "gemma2":
+        return t.Gemma2Config(**TINY, **gemma, sliding_window=4096)
+    if name == "gemma3":
+        per_type = {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        }
+        return t.Gemma3TextConfig(
+            **TINY,
+            **gemma,
+            sliding_window=4096,
+            rope_parameters=per_type,
+            layer_types=["sliding_attention", "full_attention"],
+        )
+    if name == "phi3":
+        return t.Phi3Config(**TINY, rope_parameters=_longrope(), pad_token_id=0)
+    if name == "gpt_neox":
+        neox = {k: v for k, v in TINY.items() if k != "num_key_value_heads"}
+        return t.GPTNeoXConfig(
+            **neox,
+            rope_parameters={
+                "rope_type": "default",
+                "rope_theta": 10_000.0,
+                "partial_rotary_factor": 0.25,
+            },
+        )
+    if name == "gptj":
+        return t.GPTJConfig(
+            n_embd=64,
+            n_layer=2,
+            n_head=4,
+            rotary_dim=8,
+            vocab_size=VOCAB,
+            n_positions=FAR + LENGTH,
+            n_inner=128,
+        )
+    raise AssertionError(name)
+
+
+FAMILIES = [
+    "llama",
+    "llama3",
+    "mistral",
+    "qwen2",
+    "qwen3",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "phi3",
+    "gpt_neox",
+    "gptj",
+]
+_MODELS: dict[tuple[str, bool], torch.nn.Module] = {}
+
+
+def model_of(name: str, sharp: bool = False) -> torch.nn.Module:
+    """The family's tiny model, seeded, float32, eval mode (built once per run).
+
+    ``sharp``: weights drawn 10x wider than Hugging Face's default (initializer_range
+    0.2), so that attention, and the logits, depend on the positions: at the default
+    scale a random model's attention is nearly uniform and hides a rotary error.
+    """
+    if (name, sharp) not in _MODELS:
+        from transformers import AutoModelForCausalLM
+
+        torch.manual_seed(0)
+        config = family_config(name)
+        config._attn_implementation = "eager"
+        if sharp:
+            config.initializer_range = 0.2
+        _MODELS[name, sharp] = AutoModelForCausalLM.from_config(config).eval()
+    return _MODELS[name, sharp]
+
+
+def logits(
+    model: torch.nn.Module, ids: torch.Tensor, start: int, dtype: torch.dtype
+) -> torch.Tensor:
+    model = copy.deepcopy(model).to(dtype)
+    positions = torch.arange(start, start + ids.shape[-1]).expand(ids.shape[0], -1)
+    with torch.no_grad():
+        out = model(input_ids=ids, position_ids=positions).logits
+    return out.double()
+
+
+def ids() -> torch.Tensor:
+    return torch.randint(0, VOCAB, (2, LENGTH), generator=torch.Generator().manual_seed(1))
+
+
+def patched(name: str, sharp: bool = False) -> torch.nn.Module:
+    return patch_rotary(copy.deepcopy(model_of(name, sharp)))
+
+
+def hf_rotary(module: torch.nn.Module) -> bool:
+    cls = type(module)
+    return cls.__module__.startswith("transformers.") and cls.__name__.endswith("RotaryEmbedding")
+
+
+def err(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max())
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_patch_rotary_replaces_every_rotary_module(name: str) -> None:
+    model = patched(name)
+    mine = [m for m in model.modules() if isinstance(m, HFRotaryEmbedding)]
+    assert mine
+    assert not [m for m in model.modules() if hf_rotary(m)]
+    assert patch_rotary(model) is model  # again: nothing to do
+    # The state dict is the model's: the tables are never saved.
+    assert model.state_dict().keys() == model_of(name).state_dict().keys()
+
+
+@pytest.mark.parametrize("name", [f for f in FAMILIES if f != "gptj"])
+def test_tables_equal_the_peer_modules_near_position_zero(name: str) -> None:
+    # The convention (frequencies, attention factor, partial rotary, layer types) against
+    # the model's own rotary module, where its float32 phases are still exact enough.
+    model = model_of(name)
+    (theirs,) = [m for m in model.modules() if hf_rotary(m)]
+    mine = patched(name)
+    (ours,) = [m for m in mine.modules() if isinstance(m, HFRotaryEmbedding)]
+    x = torch.zeros(1, dtype=torch.float32)
+    position_ids = torch.stack((torch.arange(64), torch.arange(64) + 200))
+    kinds = [None] if isinstance(ours.rotary, RotaryEmbedding) else sorted(ours.rotary)
+    for kind in kinds:
+        extra = () if kind is None else (kind,)
+        for a, b in zip(
+            ours(x, position_ids, *extra), theirs(x, position_ids, *extra), strict=True
+        ):
+            assert a.shape == b.shape
+            assert a.dtype == b.dtype
+            torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
+
+
+def test_gptj_tables_equal_its_module() -> None:
+    model = model_of("gptj")
+    theirs = model.transformer.rotary_emb
+    ours = patched("gptj").transformer.rotary_emb
+    position_ids = torch.arange(64)[None]
+    for a, b in zip(
+        ours(torch.zeros(1), position_ids), theirs(torch.zeros(1), position_ids), strict=True
+    ):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_float32_logits_agree_below_4096_and_improve_at_a_million(
+    name: str, peer_report: Report
+) -> None:
+    model, mine, tokens = model_of(name), patched(name), ids()
+    short = [
+        err(logits(model, tokens, s, torch.float32), logits(mine, tokens, s, torch.float32))
+        for s in (0, 4096 - LENGTH)
+    ]
+    assert max(short) <= 1e-4
+    model, mine = model_of(name, sharp=True), patched(name, sharp=True)
+    exact = logits(mine, tokens, FAR, torch.float64)
+    theirs = err(logits(model, tokens, FAR, torch.float32), exact)
+    ours = err(logits(mine, tokens, FAR, torch.float32), exact)
+    assert ours * 100 <= theirs
+    ref0 = logits(mine, tokens, 0, torch.float64)
+    bf16 = [
+        err(logits(m, tokens, s, torch.bfloat16), r)
+        for s, r in ((0, ref0), (FAR, exact))
+        for m in (model, mine)
+    ]
+    peer_report(
+        f"HF {name:9s} f32 agree<4096 {max(short):.1e} | f32 @1e6 own {theirs:.1e} "
+        f"posenc {ours:.1e} | bf16 @0 own {bf16[0]:.1e} posenc {bf16[1]:.1e} "
+        f"@1e6 own {bf16[2]:.1e} posenc {bf16[3]:.1e} (|logits| {float(exact.abs().max()):.2f})"
+    )
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3", "gpt_neox", "gptj"])
+def test_greedy_generation_with_a_cache_gives_the_same_tokens(name: str) -> None:
+    model, mine = model_of(name), patched(name)
+    prompt = ids()[:1, :8]
+    settings = {"max_new_tokens": 12, "do_sample": False, "use_cache": True}
+    with torch.no_grad():
+        theirs = model.generate(prompt, **settings)
+        ours = mine.generate(prompt, **settings)
+    assert theirs.shape == (1, 20)
+    assert torch.equal(ours, theirs)
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt_neox", "gptj"])
+def test_exact_rotation_is_reversible_and_measured(name: str, peer_report: Report) -> None:
+    import sys
+
+    mine, tokens = patched(name, sharp=True), ids()
+    namespace = sys.modules[type(mine).__module__]
+    before = namespace.apply_rotary_pos_emb
+    exact = {s: logits(mine, tokens, s, torch.float64) for s in (0, FAR)}
+    plain = {s: err(logits(mine, tokens, s, torch.bfloat16), exact[s]) for s in exact}
+    f32 = logits(mine, tokens, FAR, torch.float32)
+    # The rotation of one layer's queries, bf16 at 10**6, against float64.
+    rope = rotary_from_config(mine.config)
+    (module,) = [m for m in mine.modules() if isinstance(m, HFRotaryEmbedding)]
+    q = torch.randn(2, LENGTH, 4, rope.head_dim, generator=torch.Generator().manual_seed(4))
+    q = q.bfloat16()  # (B, L, H, D)
+    position_ids = torch.arange(FAR, FAR + LENGTH)[None].expand(2, -1)
+    cos, sin = rope.cos_sin(LENGTH, positions=position_ids, batch=2, dtype=torch.float64)
+    truth = apply_rotary(
+        q.double(), cos[:, :, None], sin[:, :, None], layout=rope.layout
+    ).transpose(1, 2)
+
+    def rotated(function: Callable[..., Any], tables: tuple[torch.Tensor, ...]) -> torch.Tensor:
+        if name == "gptj":  # (B, L, H, D), one value per pair, (sin, cos)
+            rot = 2 * tables[0].shape[-1]
+            y = function(q[..., :rot], *tables)
+            return torch.cat((y, q[..., rot:]), -1).transpose(1, 2)
+        return function(q.transpose(1, 2), q.transpose(1, 2), *tables)[0]
+
+    hf_three = err(rotated(before, module(q, position_ids)).double(), truth)
+    with exact_rotation(mine) as handle:
+        assert namespace.apply_rotary_pos_emb is not before
+        torch.testing.assert_close(
+            logits(mine, tokens, FAR, torch.float32), f32, rtol=0, atol=1e-5
+        )
+        tables = module(q, position_ids)
+        assert tables[0].dtype == torch.float32  # bf16 input, float32 tables
+        once = err(rotated(namespace.apply_rotary_pos_emb, tables).double(), truth)
+        one = {s: err(logits(mine, tokens, s, torch.bfloat16), exact[s]) for s in exact}
+    assert namespace.apply_rotary_pos_emb is before
+    assert not handle.active
+    assert not module.exact
+    handle.undo()  # twice: harmless
+    assert namespace.apply_rotary_pos_emb is before
+    assert once < hf_three
+    peer_report(
+        f"HF {name:9s} bf16 logits, HF's rotation vs exact_rotation: @0 {plain[0]:.2e} vs "
+        f"{one[0]:.2e}, @1e6 {plain[FAR]:.2e} vs {one[FAR]:.2e}; "
+        f"rotated q @1e6 {hf_three:.1e} vs {once:.1e}"
+    )
+
+
+def test_unsupported_models_are_named() -> None:
+    from transformers import BertConfig, BertModel
+
+    bert = BertModel(
+        BertConfig(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            vocab_size=16,
+        )
+    )
+    with pytest.raises(
+        TypeError, match=r"patch_rotary does not support BertModel \(model_type='bert'\)"
+    ):
+        patch_rotary(bert)
+    with pytest.raises(TypeError, match="needs a model patched by patch_rotary"):
+        exact_rotation(copy.deepcopy(model_of("llama")))
+
+
+# -- The guide's recipes, end to end ----------------------------------------------------
+
+
+def test_t5_recipe_posenc_bias_on_the_model_table() -> None:
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    torch.manual_seed(0)
+    config = T5Config(
+        vocab_size=VOCAB,
+        d_model=64,
+        d_kv=16,
+        d_ff=128,
+        num_layers=2,
+        num_heads=4,
+        decoder_start_token_id=0,
+    )
+    model = T5ForConditionalGeneration(config).eval()
+    mine = copy.deepcopy(model)
+    for stack, bidirectional in ((mine.encoder, True), (mine.decoder, False)):
+        attn = stack.block[0].layer[0].SelfAttention
+        bias = RelativePositionBias(
+            config.num_heads,
+            bidirectional=bidirectional,
+            num_buckets=config.relative_attention_num_buckets,
+            max_distance=config.relative_attention_max_distance,
+        )
+        bias.relative_attention_bias = attn.relative_attention_bias  # the model's table
+        attn.compute_bias = lambda q, k, device=None, past_seen_tokens=0, bias=bias: bias(
+            q, k, offset=past_seen_tokens
+        )[None]
+    tokens, target = ids(), ids()[:, :10]
+    with torch.no_grad():
+        theirs = model(input_ids=tokens, decoder_input_ids=target).logits
+        ours = mine(input_ids=tokens, decoder_input_ids=target).logits
+        assert torch.equal(ours, theirs)
+        settings = {"max_new_tokens": 8, "do_sample": False}
+        assert torch.equal(mine.generate(tokens, **settings), model.generate(tokens, **settings))
+        # float64: the table follows the model's cast, the bias comes in its dtype
+        assert (
+            mine.double()(input_ids=tokens, decoder_input_ids=target).logits.dtype == torch.float64
+        )
+
+
+def test_bloom_recipe_alibi_in_bloom_form(peer_report: Report) -> None:
+    from transformers import BloomConfig, BloomForCausalLM
+
+    torch.manual_seed(0)
+    config = BloomConfig(
+        vocab_size=VOCAB, hidden_size=64, n_layer=2, n_head=4, initializer_range=0.2
+    )
+    model = BloomForCausalLM(config).eval()
+    mine = copy.deepcopy(model)
+    alibi = ALiBi(config.n_head)
+    mine.transformer.build_alibi_tensor = lambda mask, heads, dtype: alibi.bloom(mask, dtype=dtype)
+    length = 256
+    tokens = torch.randint(0, VOCAB, (1, length), generator=torch.Generator().manual_seed(2))
+    mask = torch.ones_like(tokens)
+
+    def run(m: torch.nn.Module, dtype: torch.dtype) -> torch.Tensor:
+        with torch.no_grad():
+            return (
+                copy.deepcopy(m).to(dtype)(input_ids=tokens, attention_mask=mask).logits.double()
+            )
+
+    exact = run(mine, torch.float64)
+    # Softmax ignores the constant per row; BLOOM's own float64 run rounds m·j in float32.
+    assert err(run(model, torch.float64), exact) < 1e-4
+    assert err(run(model, torch.float32), run(mine, torch.float32)) < 1e-4
+    settings = {"max_new_tokens": 8, "do_sample": False}
+    prompt = tokens[:, :12]
+    with torch.no_grad():
+        assert torch.equal(
+            mine.generate(prompt, attention_mask=mask[:, :12], **settings),
+            model.generate(prompt, attention_mask=mask[:, :12], **settings),
+        )
+    # Decoding with a cache: the last token's logits, bf16, against float64.
+    last = {}
+    for label, m in (("own", model), ("posenc", mine)):
+        half = copy.deepcopy(m).to(torch.bfloat16)
+        with torch.no_grad():
+            out = half(input_ids=tokens[:, :-1], attention_mask=mask[:, :-1], use_cache=True)
+            step = half(input_ids=tokens[:, -1:], attention_mask=mask, cache=out.past_key_values)
+        last[label] = err(step.logits[:, -1].double(), exact[:, -1])
+    bf16 = {
+        label: err(run(m, torch.bfloat16), exact)
+        for label, m in (("own", model), ("posenc", mine))
+    }
+    peer_report(
+        f"HF BLOOM L={length} bf16: prefill own {bf16['own']:.2e} posenc {bf16['posenc']:.2e}; "
+        f"cached last token own {last['own']:.2e} posenc {last['posenc']:.2e}"
+    )
+
+
+def test_gpt2_recipe_learned_positions_as_wpe() -> None:
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=4, n_positions=64)
+    model = GPT2LMHeadModel(config).eval()
+    mine = copy.deepcopy(model)
+    learned = LearnedPositionalEmbedding(config.n_positions, config.n_embd)
+    learned.load_state_dict({"wpe.weight": model.transformer.wpe.weight})
+    mine.transformer.wpe = learned  # GPT-2 calls wpe(position_ids)
+    assert mine.state_dict().keys() == model.state_dict().keys()
+    tokens = ids()
+    with torch.no_grad():
+        assert torch.equal(mine(input_ids=tokens).logits, model(input_ids=tokens).logits)
+        settings = {"max_new_tokens": 8, "do_sample": False}
+        assert torch.equal(
+            mine.generate(tokens[:1, :8], **settings), model.generate(tokens[:1, :8], **settings)
+        )
+        with pytest.raises(IndexError, match="outside the learned table of max_len=64"):
+            mine(input_ids=torch.zeros(1, 65, dtype=torch.long))
+
+
+def test_marian_recipe_sinusoid_tables() -> None:
+    from transformers import MarianConfig, MarianMTModel
+
+    torch.manual_seed(0)
+    config = MarianConfig(
+        vocab_size=VOCAB,
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        max_position_embeddings=256,
+        pad_token_id=0,
+        decoder_start_token_id=0,
+    )
+    model = MarianMTModel(config).eval()
+    mine = copy.deepcopy(model)
+    for stack in (mine.model.encoder, mine.model.decoder):
+        table = stack.embed_positions.weight
+        with torch.no_grad():
+            table.copy_(sinusoidal_table(table.shape[0], table.shape[1], layout="concatenated"))
+    tokens = ids()
+    with torch.no_grad():
+        theirs = model(input_ids=tokens, decoder_input_ids=tokens[:, :10]).logits
+        ours = mine(input_ids=tokens, decoder_input_ids=tokens[:, :10]).logits
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-6)  # both one rounding of the same
+
+
+def test_whisper_recipe_encoder_sinusoid(peer_report: Report) -> None:
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+    from transformers.models.whisper.modeling_whisper import sinusoids
+
+    torch.manual_seed(0)
+    config = WhisperConfig(
+        vocab_size=VOCAB,
+        d_model=64,
+        encoder_layers=2,
+        decoder_layers=2,
+        encoder_attention_heads=4,
+        decoder_attention_heads=4,
+        encoder_ffn_dim=128,
+        decoder_ffn_dim=128,
+        num_mel_bins=16,
+        max_source_positions=1500,
+        max_target_positions=64,
+        pad_token_id=0,
+        decoder_start_token_id=1,
+    )
+    model = WhisperForConditionalGeneration(config).eval()
+    mine = copy.deepcopy(model)
+    table = mine.model.encoder.embed_positions.weight
+    n, d = table.shape
+    exact = sinusoidal_table(n, d, layout="concatenated", endpoint=True, dtype=torch.float64)
+    with torch.no_grad():
+        table.copy_(exact)  # rounded once to the table's dtype
+    theirs_err = err(sinusoids(n, d).double(), exact)
+    ours_err = err(table.double(), exact)
+    assert ours_err <= 2**-25 < theirs_err  # half an ulp of 1 against float32's arithmetic
+    features = torch.randn(1, 16, 2 * n, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        theirs = model(input_features=features, decoder_input_ids=ids()[:1, :8]).logits
+        ours = mine(input_features=features, decoder_input_ids=ids()[:1, :8]).logits
+    torch.testing.assert_close(ours, theirs, rtol=0, atol=1e-4)
+    peer_report(
+        f"HF Whisper encoder table vs float64: own {theirs_err:.1e}, posenc {ours_err:.1e}"
+    )

@@ -1,0 +1,303 @@
+"""posenc.hf without transformers: configs as dicts and plain objects, the rotary_emb
+contract, and the edges Hugging Face models hit (shared (1, L) position ids, seq_len as
+Hugging Face passes it, GPT-2's wpe(position_ids), BLOOM's ALiBi, a loaded T5 table)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+from reference import rotary_reference
+
+from posenc import (
+    ALiBi,
+    LearnedPositionalEmbedding,
+    RelativePositionBias,
+    RotaryEmbedding,
+    alibi_slopes,
+    rope_frequencies,
+)
+from posenc.hf import HFRotaryEmbedding, exact_rotation, patch_rotary, rotary_from_config
+
+LLAMA = {
+    "model_type": "llama",
+    "hidden_size": 128,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 8192,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 500_000.0},
+}
+
+
+def test_import_posenc_does_not_import_transformers() -> None:
+    code = "import sys, posenc, posenc.hf; print('transformers' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_rotary_from_a_dict_and_from_a_plain_object() -> None:
+    rope = rotary_from_config(LLAMA)
+    assert (rope.head_dim, rope.base, rope.max_len, rope.layout) == (32, 500_000.0, 4096, "half")
+    same = rotary_from_config(SimpleNamespace(**LLAMA))
+    assert torch.equal(same.cos_sin(10)[0], rope.cos_sin(10)[0])
+    # head_dim given wins over hidden_size // heads
+    assert rotary_from_config({**LLAMA, "head_dim": 16}).head_dim == 16
+
+
+def test_transformers_4_fields_rope_scaling_and_rope_theta() -> None:
+    old = {k: v for k, v in LLAMA.items() if k != "rope_parameters"}
+    old |= {"rope_theta": 10_000.0, "rope_scaling": {"type": "linear", "factor": 4.0}}
+    rope = rotary_from_config(old)
+    expect, _ = rope_frequencies(32, scaling={"rope_type": "linear", "factor": 4.0})
+    assert torch.equal(rope._freqs, expect)
+
+
+def test_partial_rotary_factor_beside_the_rope_parameters() -> None:
+    rope = rotary_from_config({**LLAMA, "partial_rotary_factor": 0.25})
+    assert rope.rotary_dim == 8
+
+
+def test_max_position_embeddings_reaches_dynamic_and_longrope() -> None:
+    dynamic = {**LLAMA, "rope_parameters": {"rope_type": "dynamic", "factor": 2.0}}
+    rope = rotary_from_config(dynamic)
+    scaling = {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 8192}
+    for n in (100, 8192, 20_000):
+        got = rope._frequencies(rope_positions(n), torch.device("cpu"))
+        assert torch.equal(got, rope_frequencies(32, scaling=scaling, seq_len=n)[0])
+    # Phi-3 keeps original_max_position_embeddings beside its rope_parameters.
+    pairs = [1.0] * 16
+    phi3 = {
+        **LLAMA,
+        "original_max_position_embeddings": 4096,
+        "rope_parameters": {
+            "rope_type": "longrope",
+            "short_factor": pairs,
+            "long_factor": [2.0] * 16,
+        },
+    }
+    rope = rotary_from_config(phi3)
+    assert rope.attention_factor == pytest.approx(
+        (1 + torch.log(torch.tensor(2.0)).item() / torch.log(torch.tensor(4096.0)).item()) ** 0.5
+    )
+
+
+def rope_positions(n: int):  # type: ignore[no-untyped-def]
+    from posenc.positions import resolve
+
+    return resolve(n)
+
+
+def test_per_layer_type_parameters() -> None:
+    gemma3 = {
+        "head_dim": 16,
+        "max_position_embeddings": 1024,
+        "rope_parameters": {
+            "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+            "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        },
+    }
+    full = rotary_from_config(gemma3, layer_type="full_attention")
+    assert full.base == 1e6
+    assert full.extra_repr().endswith("rope_type='linear'")
+    with pytest.raises(ValueError, match=re.escape("give layer_type=, one of them")):
+        rotary_from_config(gemma3)
+    with pytest.raises(ValueError, match="layer_type='chunked' has no rope_parameters"):
+        rotary_from_config(gemma3, layer_type="chunked")
+    with pytest.raises(ValueError, match="one set for every layer"):
+        rotary_from_config(LLAMA, layer_type="full_attention")
+
+
+def test_gptj_config_is_interleaved_and_partial() -> None:
+    rope = rotary_from_config(
+        {"model_type": "gptj", "n_embd": 256, "n_head": 4, "rotary_dim": 16, "n_positions": 2048}
+    )
+    assert (rope.head_dim, rope.rotary_dim, rope.layout) == (64, 16, "interleaved")
+
+
+def test_config_errors() -> None:
+    with pytest.raises(ValueError, match="the config gives no head size"):
+        rotary_from_config({"rope_parameters": {"rope_type": "default"}})
+    with pytest.raises(TypeError, match=r"config\.rope_parameters must be a dict"):
+        rotary_from_config({**LLAMA, "rope_parameters": [1]})
+    qwen2_vl = {**LLAMA, "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1]}}
+    with pytest.raises(ValueError, match="mrope_section"):
+        rotary_from_config(qwen2_vl)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_rotary_emb_contract(dtype: torch.dtype) -> None:
+    rope = rotary_from_config(
+        {
+            **LLAMA,
+            "rope_parameters": {
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 2048,
+                "rope_theta": 500_000.0,
+            },
+        }
+    )
+    emb = HFRotaryEmbedding(rope)
+    x = torch.zeros(2, 5, 128, dtype=dtype)
+    shared = torch.tensor([[0, 1, 2, 1_000_000, 2**40]])
+    cos, sin = emb(x, shared)
+    assert cos.shape == sin.shape == (1, 5, 32)
+    assert cos.dtype == dtype
+    # one value per feature, the attention factor applied, rounded once from float64
+    freqs, factor = rope_frequencies(32, base=500_000.0, scaling=rope.scaling)
+    angles = shared[0, :, None].double() * freqs
+    assert torch.equal(cos[0, :, :16], (torch.cos(angles) * factor).to(dtype))
+    assert torch.equal(sin[0, :, 16:], (torch.sin(angles) * factor).to(dtype))
+    per_row = torch.stack((shared[0], shared[0].flip(0)))
+    cos2, _ = emb(x, per_row)
+    assert cos2.shape == (2, 5, 32)
+    assert torch.equal(cos2[1], cos[0].flip(0))
+
+
+def test_rotary_emb_rotates_as_posenc_when_used_as_hugging_face_does() -> None:
+    rope = RotaryEmbedding(16)
+    emb = HFRotaryEmbedding(rope)
+    q = torch.randn(2, 3, 7, 16)
+    ids = torch.arange(7)[None] + 100
+    cos, sin = emb(q, ids)
+    half = lambda t: torch.cat((-t[..., 8:], t[..., :8]), -1)  # noqa: E731
+    theirs = q * cos[:, None] + half(q) * sin[:, None]  # Hugging Face's formula
+    expect = rotary_reference(q, ids[:, None, :], rope._freqs.numpy(), "half")
+    torch.testing.assert_close(theirs, torch.from_numpy(expect).float(), rtol=0, atol=1e-6)
+
+
+def test_gptj_form_and_layer_types() -> None:
+    rope = RotaryEmbedding(16, layout="interleaved")
+    sin, cos = HFRotaryEmbedding(rope, form="gptj")(torch.zeros(1), torch.arange(4)[None])
+    assert sin.shape == (1, 4, 8)
+    assert torch.equal(cos, rope.cos_sin(4)[0][None])
+    two = HFRotaryEmbedding({"a": RotaryEmbedding(8), "b": RotaryEmbedding(8, base=100.0)})
+    assert not torch.equal(
+        two(torch.zeros(1), torch.arange(3)[None], "a")[0],
+        two(torch.zeros(1), torch.arange(3)[None], "b")[0],
+    )
+    with pytest.raises(ValueError, match=r"layer_type=None: this module holds .*'a', 'b'"):
+        two(torch.zeros(1), torch.arange(3)[None])
+    with pytest.raises(ValueError, match="position_ids must be a"):
+        two(torch.zeros(1), torch.arange(3), "a")
+    with pytest.raises(ValueError, match="form must be"):
+        HFRotaryEmbedding(rope, form="neox")  # type: ignore[arg-type]
+
+
+def test_unsupported_models_are_named() -> None:
+    class BertModel(torch.nn.Module):
+        config = SimpleNamespace(model_type="bert")
+
+    class Qwen2VLForConditionalGeneration(torch.nn.Module):
+        config = SimpleNamespace(model_type="qwen2_vl")
+
+    with pytest.raises(TypeError, match=r"patch_rotary does not support BertModel \("):
+        patch_rotary(BertModel())
+    with pytest.raises(TypeError, match=r"Qwen2VLForConditionalGeneration .* multimodal RoPE"):
+        patch_rotary(Qwen2VLForConditionalGeneration())
+
+    class LlamaModel(torch.nn.Module):
+        config = SimpleNamespace(model_type="llama")
+
+    with pytest.raises(TypeError, match="found no rotary module in LlamaModel"):
+        patch_rotary(LlamaModel())
+    with pytest.raises(TypeError, match="exact_rotation needs a model patched"):
+        exact_rotation(LlamaModel())
+
+
+# -- The edges ---------------------------------------------------------------------------
+
+
+def test_cos_sin_takes_shared_position_ids_without_batch() -> None:
+    rope = RotaryEmbedding(8)
+    ids = torch.tensor([[3, 5, 9]])
+    assert torch.equal(rope.cos_sin(3, positions=ids)[0], rope.cos_sin(3, positions=ids[0])[0])
+    with pytest.raises(
+        ValueError,
+        match=r"no batch to match them \(an unbatched input, or an "
+        r"accessor such as cos_sin called without batch=\)",
+    ):
+        rope.cos_sin(3, positions=ids.expand(2, 3))
+
+
+def test_cos_sin_in_the_module_dtype() -> None:
+    rope = RotaryEmbedding(8).bfloat16()
+    assert rope.cos_sin(3)[0].dtype == torch.bfloat16
+
+
+def test_rope_frequencies_seq_len_as_hugging_face_passes_it() -> None:
+    dynamic = {"rope_type": "dynamic", "factor": 4.0, "max_position_embeddings": 128}
+    as_int = rope_frequencies(16, scaling=dynamic, seq_len=300)[0]
+    as_tensor = rope_frequencies(16, scaling=dynamic, seq_len=torch.tensor(300))[0]
+    assert torch.equal(as_tensor, as_int)
+    trained = rope_frequencies(16, scaling=dynamic)[0]
+    assert torch.equal(rope_frequencies(16, scaling=dynamic, seq_len=0)[0], trained)
+    assert not torch.equal(as_int, trained)
+    with pytest.raises(TypeError, match="seq_len must be an int or a 0-d integer tensor"):
+        rope_frequencies(16, scaling=dynamic, seq_len=torch.tensor(3.0))
+    with pytest.raises(ValueError, match=r"0-d integer tensor, got shape \(2,\)"):
+        rope_frequencies(16, scaling=dynamic, seq_len=torch.tensor([3, 4]))
+
+
+def test_learned_rows_for_gpt2_position_ids() -> None:
+    learned = LearnedPositionalEmbedding(8, 4)
+    ids = torch.tensor([[0, 1, 2], [5, 6, 7]])
+    rows = learned(ids)
+    assert torch.equal(rows, learned.weight[ids])
+    assert rows.requires_grad
+    assert torch.equal(learned.rows(ids), rows)
+    with pytest.raises(IndexError, match="position 8 is outside the learned table of max_len=8"):
+        learned(ids + 1)
+    with pytest.raises(TypeError, match="positions must be an integer tensor"):
+        learned.rows(ids.float())
+
+
+def test_alibi_in_bloom_form() -> None:
+    alibi = ALiBi(4)
+    mask = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    bias = alibi.bloom(mask, dtype=torch.float64)
+    assert bias.shape == (8, 1, 5)
+    keys = (mask.cumsum(-1) - 1) * mask
+    slopes = alibi_slopes(4)
+    blooms = (slopes[:, None] * keys[:, None, :]).reshape(8, 1, 5)  # BLOOM's m·j
+    last = keys[:, -1].repeat_interleave(4)[:, None, None]
+    query_term = slopes.repeat(2)[:, None, None] * last
+    assert torch.equal(bias, blooms - query_term)  # the same, less a constant per row
+    whole = alibi.bloom(mask, query_length=5)
+    assert whole.shape == (8, 5, 5)
+    assert torch.equal(whole[:, -1:], alibi.bloom(mask))
+    with pytest.raises(ValueError, match="query_length=6 exceeds the mask's length L_k=5"):
+        alibi.bloom(mask, query_length=6)
+    with pytest.raises(ValueError, match=r"must have shape \(B, L_k\)"):
+        alibi.bloom(mask[0])
+
+
+def test_loaded_t5_table_keeps_the_module_dtype() -> None:
+    checkpoint = {"relative_attention_bias.weight": torch.randn(32, 4, dtype=torch.float64)}
+    kept = RelativePositionBias(4)
+    kept.load_state_dict(checkpoint)
+    assert kept.relative_attention_bias.weight.dtype == torch.float32
+    assert kept(3).dtype == torch.float32
+    cast = RelativePositionBias(4).double()
+    cast.load_state_dict(checkpoint)
+    assert cast(3).dtype == torch.float64
+    assert torch.equal(
+        cast.relative_attention_bias.weight, checkpoint["relative_attention_bias.weight"]
+    )
+    assigned = RelativePositionBias(4)
+    assigned.load_state_dict(checkpoint, assign=True)
+    assert assigned(3).dtype == torch.float64
+
+
+def test_gptj_tensors_rotate_with_broadcast_tables() -> None:
+    from posenc import apply_rotary
+
+    rope = RotaryEmbedding(8, layout="interleaved")
+    x = torch.randn(2, 6, 3, 8)  # (B, L, H, D)
+    ids = torch.arange(6).expand(2, 6) + 1000
+    cos, sin = rope.cos_sin(6, positions=ids, batch=2)
+    got = apply_rotary(x, cos[:, :, None], sin[:, :, None], layout="interleaved")
+    assert torch.equal(got, rope(x.transpose(1, 2), positions=ids).transpose(1, 2))
