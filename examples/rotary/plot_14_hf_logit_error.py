@@ -70,7 +70,7 @@ for key, values in errors.items():
 # proportion to it; posenc's stays where float32 arithmetic puts it. In bf16
 # both lie near 0.2: the rounding of every matrix product and activation in
 # bf16 dominates, and exact tables change little there.
-fig, ax = plt.subplots(figsize=(7.4, 4.2), layout="constrained")
+fig, ax = plt.subplots(figsize=(6.8, 4.0), layout="constrained")
 x = [max(s, 1) for s in starts]
 styles = {
     "own f32": ("C3", "o-"),
