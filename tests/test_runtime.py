@@ -156,7 +156,8 @@ def test_fast_paths_and_reads_are_for_plain_tensors_and_parameters_only() -> Non
     x = torch.randn(3)
     sub = x.as_subclass(_Subclass)
     weight = nn.Parameter(torch.randn(3), requires_grad=False)
-    assert _runtime.plain_eager(x, weight) and _runtime.readable(x)
+    assert _runtime.plain_eager(x, weight)
+    assert _runtime.readable(x)
     # A subclass (a DTensor, say) may hand out copies for slices: no out= or in-place
     # path, and no free read of its values.
     assert not _runtime.plain_eager(x, sub)
