@@ -146,3 +146,20 @@ def test_peak_memory_counts_in_the_guard() -> None:
     _runtime.allocation(shape, torch.float64, torch.device("cpu"), lambda: "x")
     with pytest.raises(ValueError, match="while it is computed"):
         _runtime.allocation(shape, torch.float64, torch.device("cpu"), lambda: "x", peak=4.0)
+
+
+class _Subclass(torch.Tensor):
+    """A tensor subclass that changes nothing: the fast paths still refuse it."""
+
+
+def test_fast_paths_and_reads_are_for_plain_tensors_and_parameters_only() -> None:
+    x = torch.randn(3)
+    sub = x.as_subclass(_Subclass)
+    weight = nn.Parameter(torch.randn(3), requires_grad=False)
+    assert _runtime.plain_eager(x, weight)
+    assert _runtime.readable(x)
+    # A subclass (a DTensor, say) may hand out copies for slices: no out= or in-place
+    # path, and no free read of its values.
+    assert not _runtime.plain_eager(x, sub)
+    assert not _runtime.readable(sub)
+    assert not _runtime.plain(nn.Parameter(sub, requires_grad=False))

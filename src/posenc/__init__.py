@@ -11,7 +11,14 @@ from .bias import ALiBi, RelativePositionBias, alibi_slopes, relative_position_b
 from .embedding import Embeddings, TokenAndPositionEmbedding
 from .grid import GRID_CONVENTIONS, GridConvention, sincos_2d
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
-from .positions import positions_from_lengths, positions_from_mask
+from .positions import (
+    SHARD_LAYOUTS,
+    ShardLayout,
+    positions_from_lengths,
+    positions_from_mask,
+    shard_order,
+    shard_positions,
+)
 from .rotary import (
     ROPE_TYPES,
     ROTARY_LAYOUTS,
@@ -30,6 +37,7 @@ __all__ = [
     "LAYOUTS",
     "ROPE_TYPES",
     "ROTARY_LAYOUTS",
+    "SHARD_LAYOUTS",
     "ALiBi",
     "Embeddings",
     "GridConvention",
@@ -41,6 +49,7 @@ __all__ = [
     "RelativePositionBias",
     "RotaryEmbedding",
     "RotaryLayout",
+    "ShardLayout",
     "TokenAndPositionEmbedding",
     "__version__",
     "alibi_slopes",
@@ -52,6 +61,8 @@ __all__ = [
     "positions_from_mask",
     "relative_position_bucket",
     "rope_frequencies",
+    "shard_order",
+    "shard_positions",
     "sincos_2d",
     "sinusoidal_table",
     "subsequent_mask",

@@ -47,6 +47,39 @@ def nonnegative_int(name: str, value: object) -> int:
     return value
 
 
+def rank(value: object, world_size: int) -> int:
+    """A rank of a group of ``world_size`` processes: an int in ``[0, world_size)``."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"rank must be an int, got {_show(value)}")
+    if not 0 <= value < world_size:
+        raise ValueError(
+            f"rank must lie in [0, world_size) = [0, {world_size}), got {_number_text(value)}"
+        )
+    return value
+
+
+def packed_total(lengths: Sequence[int], total: int) -> None:
+    """The lengths of a packed row's documents add up to its ``total`` tokens."""
+    if sum(lengths) != total:
+        raise ValueError(
+            f"lengths must sum to length={total}, the tokens of the packed row, got "
+            f"{list(lengths)!r:.80} (summing to {sum(lengths)})"
+        )
+
+
+def zigzag_lengths(lengths: Sequence[int], world_size: int, packed: bool) -> None:
+    """Lengths that the head-tail layout cuts into ``2 * world_size`` equal chunks each."""
+    for n in lengths:
+        if n % (2 * world_size):
+            what = f"lengths holds {n}, which" if packed else f"length={n}"
+            where = "each document" if packed else "the sequence"
+            raise ValueError(
+                f"{what} is not a multiple of 2 * world_size = {2 * world_size}: "
+                f'layout="zigzag" cuts {where} into 2 * world_size equal chunks (pad it, '
+                f'or use layout="contiguous")'
+            )
+
+
 def _size(name: str, value: int) -> None:
     if value > SIZE_MAX:
         raise ValueError(

@@ -41,6 +41,7 @@ __all__ = [
     "default_dtype",
     "empty",
     "has_hooks",
+    "plain",
     "plain_eager",
     "readable",
     "transforming",
@@ -77,17 +78,31 @@ def work_device(device: torch.device) -> torch.device:
 # -- What may be read, and what may be written in place -----------------------------------
 
 
+def plain(t: Tensor) -> bool:
+    """Whether ``t`` is a plain tensor (or parameter), not a tensor subclass.
+
+    A subclass (:class:`~torch.distributed.tensor.DTensor`, a fake or functional tensor)
+    decides itself what an operation does: a slice of a sharded DTensor may be a copy,
+    so a write into it never reaches the tensor sliced, and reading its values may be a
+    collective. A parameter that wraps a subclass has the subclass's type.
+    """
+    return type(t) is Tensor or type(t) is nn.Parameter
+
+
 def readable(t: Tensor) -> bool:
     """Whether the values of ``t`` can be read on the host for free.
 
-    True on the CPU, eagerly. False on an accelerator (a read is a sync), under
-    :func:`torch.compile` (it would break the graph) and for a tensor wrapped by a
-    :mod:`torch.func` transform (under :func:`torch.func.vmap` a read is data-dependent
-    control flow, which vmap refuses). Where it is False, a check of values is left to
-    the indexing kernel, and positions are computed rather than looked up.
+    True on the CPU, eagerly, for a plain tensor. False on an accelerator (a read is a
+    sync), under :func:`torch.compile` (it would break the graph), for a tensor wrapped
+    by a :mod:`torch.func` transform (under :func:`torch.func.vmap` a read is
+    data-dependent control flow, which vmap refuses) and for a tensor subclass (a
+    DTensor's read is a collective; see :func:`plain`). Where it is False, a check of
+    values is left to the indexing kernel, and positions are computed rather than
+    looked up.
     """
     return (
-        t.device.type == "cpu"
+        plain(t)
+        and t.device.type == "cpu"
         and not torch.compiler.is_compiling()
         # private: no public way to ask whether a tensor is wrapped by a transform
         and not torch._C._functorch.is_functorch_wrapped_tensor(t)
@@ -105,8 +120,13 @@ def plain_eager(*tensors: Tensor) -> bool:
 
     True when nothing records the operations: not under :func:`torch.compile`, no
     :mod:`torch.func` transform active (``vmap`` has no rule for ``out=`` operations),
-    no forward-mode AD level open, and no autograd graph to build for ``tensors``.
+    no forward-mode AD level open, no autograd graph to build for ``tensors``, and
+    every one of ``tensors`` a plain tensor (:func:`plain`): a tensor subclass such as
+    a sharded DTensor may hand out a copy for a slice, and a write into the copy is
+    lost (the output then holds uninitialised memory).
     """
+    if not all(plain(t) for t in tensors):
+        return False
     if torch.compiler.is_compiling() or transforming():
         return False
     # private: no public getter for the current dual level (-1 outside dual_level())

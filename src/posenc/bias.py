@@ -48,7 +48,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from . import _checks, _runtime
+from . import _checks, _distributed, _runtime
 from ._rounding import round_once
 from .positions import check_domain, positions_from_mask, resolve
 
@@ -341,6 +341,7 @@ class ALiBi(nn.Module):
         """The configuration, shown in the module's repr."""
         return f"n_heads={self.n_heads}" + (", symmetric=True" if self.symmetric else "")
 
+    @_distributed.bias_positions
     def forward(
         self,
         query_length: int,
@@ -706,6 +707,7 @@ class RelativePositionBias(nn.Module):
             f"num_buckets={self.num_buckets}, max_distance={self.max_distance}"
         )
 
+    @_distributed.bias_positions
     def forward(
         self,
         query_length: int,

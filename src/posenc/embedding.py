@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from . import _checks, _runtime
+from . import _checks, _distributed, _runtime
 from .positional import PositionalEncoding
 from .positions import resolve
 from .sinusoid import Layout
@@ -194,6 +194,7 @@ class TokenAndPositionEmbedding(nn.Module):
             d_model, dropout, max_len, base=base, layout=layout, endpoint=endpoint
         )
 
+    @_distributed.sequence_input(-1, ids=True)
     def forward(
         self, ids: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
     ) -> Tensor:

@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from . import _checks, _runtime
+from . import _checks, _distributed, _runtime
 from ._tables import DerivedTables
 from .positions import Positions, resolve
 from .sinusoid import LAYOUTS, Layout, sinusoidal_table
@@ -258,6 +258,7 @@ class PositionalEncoding(DerivedTables):
             return where.take(self.pe[0])
         return self._sinusoid(where.tensor(device), dtype, device)
 
+    @_distributed.sequence_input(-2)
     def forward(
         self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
     ) -> Tensor:
@@ -456,6 +457,7 @@ class LearnedPositionalEmbedding(nn.Module):
         _checks.learned_positions(index, self.max_len)
         return functional.embedding(index.to(self.weight.device), self.weight)
 
+    @_distributed.sequence_input(-2)
     def forward(
         self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
     ) -> Tensor:

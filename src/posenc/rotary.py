@@ -37,7 +37,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from . import _checks, _runtime, rope_config
+from . import _checks, _distributed, _runtime, rope_config
 from ._rounding import round_once
 from ._tables import DerivedTables
 from .positions import Positions, resolve
@@ -220,6 +220,7 @@ def _cos_sin(
 _SLICE = 1 << 18
 
 
+@_distributed.rotary_tables
 def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = "half") -> Tensor:
     r"""Rotate each pair of features of ``x`` by the angle whose cos and sin are given.
 
@@ -637,6 +638,7 @@ class RotaryEmbedding(DerivedTables):
             seq_len = None
         return self._config.frequencies(seq_len, device)
 
+    @_distributed.sequence_input(-2)
     def forward(
         self,
         x: Tensor,

@@ -1,0 +1,304 @@
+"""DTensor inputs: positions from the global shape, the work on each rank's shard.
+
+A :class:`~torch.distributed.tensor.DTensor` knows its global shape and where its
+local shard lies in it, so a scheme handed one needs no ``offset=`` or
+``positions=`` to find the global positions of the tokens a rank holds: this module
+reads them from the placements, runs the scheme on the local shard with those
+positions (and, for RoPE's "dynamic" and "longrope", the global length), and wraps
+the result as a DTensor of the same mesh and placements. A plain tensor passes
+through untouched; nothing here imports :mod:`torch.distributed` (a DTensor exists
+only once its module is imported).
+
+Placements: ``Replicate()`` and ``Shard(d)`` on any dimension but the features (a
+scheme needs every feature of a token), on any number of mesh dimensions (nested
+``Shard`` of one dimension is cut in mesh order, as DTensor cuts it). ``Partial``
+holds summands, to which a position must be added once, not on every rank: it is
+refused, as are other placements.
+
+``offset`` and ``positions`` given with a DTensor input are those of the whole
+(global) input; tensors among them that are DTensors are gathered first.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar, cast
+
+import torch
+from torch import Tensor
+
+__all__ = ["bias_positions", "is_dtensor", "rotary_tables", "sequence_input"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def is_dtensor(t: object) -> bool:
+    """Whether ``t`` is a DTensor; False at once for a plain tensor, and for non-tensors."""
+    if type(t) is Tensor or not isinstance(t, Tensor):
+        return False
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(t, module.DTensor)
+
+
+def _gathered(t: object) -> Any:
+    """A DTensor argument as the plain global tensor it stands for; anything else as is."""
+    return cast("Any", t).full_tensor() if is_dtensor(t) else t
+
+
+def _ranges(x: Any, name: str) -> list[tuple[int, int]]:
+    """Where the local shard of the DTensor ``x`` lies: ``[lo, hi)`` on each dimension."""
+    shape = tuple(x.shape)
+    ranges = [(0, n) for n in shape]
+    mesh = x.device_mesh
+    coordinate = mesh.get_coordinate()
+    if coordinate is None:
+        raise ValueError(f"{name} is a DTensor on a mesh that does not hold this rank")
+    for mesh_dim, placement in enumerate(x.placements):
+        if placement.is_replicate():
+            continue
+        if not placement.is_shard() or type(placement).__name__ != "Shard":
+            why = (
+                " (partial sums: a position must be added once, not on every rank)"
+                if placement.is_partial()
+                else ""
+            )
+            raise ValueError(
+                f"{name} is a DTensor with placement {placement}{why}: posenc takes "
+                "Replicate() and Shard(dim) placements; redistribute it first"
+            )
+        dim = placement.dim % len(shape)
+        lo, hi = ranges[dim]
+        size, me = mesh.size(mesh_dim), coordinate[mesh_dim]
+        chunk = -(-(hi - lo) // size)  # torch.chunk's pieces, as DTensor's Shard cuts
+        ranges[dim] = (lo + min(me * chunk, hi - lo), lo + min((me + 1) * chunk, hi - lo))
+    local = tuple(hi - lo for lo, hi in ranges)
+    if local != tuple(x.to_local().shape):
+        raise ValueError(
+            f"{name} is a DTensor whose local shard has shape {tuple(x.to_local().shape)}, "
+            f"not the {local} that its placements {x.placements} give for the global "
+            f"shape {shape}: posenc takes evenly chunked shards (DTensor's Shard layout)"
+        )
+    return ranges
+
+
+def _whole(ranges: list[tuple[int, int]], shape: tuple[int, ...], dim: int) -> bool:
+    return ranges[dim] == (0, shape[dim])
+
+
+def _refuse_feature_shards(x: Any, ranges: list[tuple[int, int]], name: str) -> None:
+    if not _whole(ranges, tuple(x.shape), x.dim() - 1):
+        raise ValueError(
+            f"{name} is a DTensor sharded on its last dimension (the features): a position "
+            "scheme needs every feature of a token; shard the sequence, the batch or the "
+            "heads, or redistribute it"
+        )
+
+
+def _wrap(local: Tensor, like: Any, shape: tuple[int, ...], placements: Any = None) -> Any:
+    """``local`` as the shard of a DTensor of ``shape`` on ``like``'s mesh."""
+    from torch.distributed.tensor import DTensor
+
+    stride = tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+    return DTensor.from_local(
+        local,
+        like.device_mesh,
+        like.placements if placements is None else placements,
+        run_check=False,
+        shape=torch.Size(shape),
+        stride=stride,
+    )
+
+
+def _global_seq_len(offset: object, positions: object, length: int) -> int | None:
+    """The length RoPE's dynamic and longrope frequencies take by default: largest + 1."""
+    if isinstance(positions, Tensor):
+        largest = int(positions.amax()) if positions.numel() else None
+    elif isinstance(offset, Tensor):
+        largest = int(offset.amax()) + length - 1 if offset.numel() and length else None
+    elif isinstance(offset, int) and not isinstance(offset, bool) and length:
+        largest = offset + length - 1
+    else:
+        return None
+    return None if largest is None else max(largest + 1, 1)
+
+
+def sequence_input(seq_dim: int, *, ids: bool = False) -> Callable[[F], F]:
+    """Decorate ``forward(self, x, *, offset=0, positions=None, ...)`` for DTensor inputs.
+
+    ``seq_dim`` is the dimension of ``x`` that holds the sequence; dimension 0 is the
+    batch when ``x`` has dimensions before it. ``ids``: ``x`` holds token ids and the
+    output has one more (feature) dimension; otherwise the output has ``x``'s shape
+    and ``x``'s last dimension holds the features, which may not be sharded. A
+    ``seq_len`` keyword, where ``forward`` takes one and it is not given, gets the
+    whole input's default (its largest position + 1) when the module's frequencies
+    depend on the length.
+    """
+
+    def decorate(forward: F) -> F:
+        # Keyword parameters spelled out, not **kwargs: torch.compile guards on the keys
+        # of a **kwargs dict, and would compile a graph for each set of keywords given.
+        if "seq_len" in inspect.signature(forward).parameters:
+
+            def with_length(
+                self: Any, x: Any, *, offset: Any = 0, positions: Any = None, seq_len: Any = None
+            ) -> Any:
+                if type(x) is Tensor or not is_dtensor(x):
+                    return forward(self, x, offset=offset, positions=positions, seq_len=seq_len)
+                given = {"offset": offset, "positions": positions, "seq_len": seq_len}
+                return _local_call(forward, self, x, seq_dim, ids, given)
+
+            return cast("F", functools.wraps(forward)(with_length))
+
+        def wrapper(self: Any, x: Any, *, offset: Any = 0, positions: Any = None) -> Any:
+            if type(x) is Tensor or not is_dtensor(x):
+                return forward(self, x, offset=offset, positions=positions)
+            given = {"offset": offset, "positions": positions}
+            return _local_call(forward, self, x, seq_dim, ids, given)
+
+        return cast("F", functools.wraps(forward)(wrapper))
+
+    return decorate
+
+
+def _local_call(
+    forward: Callable[..., Tensor],
+    module: Any,
+    x: Any,
+    seq_dim: int,
+    ids: bool,
+    kwargs: dict[str, Any],
+) -> Any:
+    name = "token ids" if ids else "x"
+    shape = tuple(x.shape)
+    ranges = _ranges(x, name)
+    if not ids:
+        _refuse_feature_shards(x, ranges, name)
+    seq = seq_dim % x.dim()
+    length = shape[seq]
+    (lo, hi), batch = ranges[seq], (0 if seq > 0 else None)
+    rows = None if batch is None or _whole(ranges, shape, batch) else ranges[batch]
+    offset, positions = _gathered(kwargs.get("offset", 0)), _gathered(kwargs.get("positions"))
+    # For frequencies that depend on the length: the whole input's, on every rank.
+    needs_length = getattr(module, "_trained", True) is not None
+    if "seq_len" in kwargs and kwargs["seq_len"] is None and needs_length:
+        kwargs["seq_len"] = _global_seq_len(offset, positions, length)
+    if isinstance(positions, Tensor):
+        if positions.dim() < 1 or positions.shape[-1] != length:
+            raise ValueError(
+                f"positions must have shape (L,) or (B, L) with L={length}, the global "
+                f"length of the DTensor {name}, got shape {tuple(positions.shape)}"
+            )
+        positions = positions[..., lo:hi]
+        if rows is not None and positions.dim() >= 2 and positions.shape[-2] == shape[0]:
+            positions = positions[..., rows[0] : rows[1], :]
+        kwargs["positions"] = positions
+    elif isinstance(offset, Tensor) or (isinstance(offset, int) and not isinstance(offset, bool)):
+        if isinstance(offset, Tensor) and offset.dim() == 1 and rows is not None:
+            offset = offset[rows[0] : rows[1]] if offset.shape[0] == shape[0] else offset
+        kwargs["offset"] = offset + lo
+    out = forward(module, x.to_local(), **kwargs)
+    return _wrap(out, x, (*shape, out.shape[-1]) if ids else shape)
+
+
+def rotary_tables(fn: F) -> F:
+    """Decorate ``apply_rotary(x, cos, sin, ...)`` for a DTensor ``x``.
+
+    With ``x``, ``cos`` and ``sin`` all DTensors, DTensor's own operators run (the
+    fast paths are off for them: ``_runtime.plain``). With a DTensor ``x`` and plain
+    (global) tables, each rank rotates its shard by the tables' rows for it.
+    """
+
+    @functools.wraps(fn)
+    def wrapper(x: Any, cos: Any, sin: Any, *, layout: Any = "half") -> Any:
+        flags = (is_dtensor(x), is_dtensor(cos), is_dtensor(sin))
+        if not any(flags) or all(flags):
+            return fn(x, cos, sin, layout=layout)
+        if not flags[0]:
+            raise TypeError(
+                "cos and sin are DTensors but x is a plain tensor: pass x as a DTensor too, "
+                "or the tables as plain tensors (cos.full_tensor())"
+            )
+        cos, sin = _gathered(cos), _gathered(sin)
+        ranges = _ranges(x, "x")
+        _refuse_feature_shards(x, ranges, "x")
+        shape = tuple(x.shape)
+        if isinstance(cos, Tensor) and isinstance(sin, Tensor) and cos.shape == sin.shape:
+            for j in range(cos.dim() - 1):
+                d = x.dim() - cos.dim() + j
+                if d >= 0 and cos.shape[j] == shape[d] != 1 and not _whole(ranges, shape, d):
+                    lo, hi = ranges[d]
+                    cos, sin = cos.narrow(j, lo, hi - lo), sin.narrow(j, lo, hi - lo)
+        return _wrap(fn(x.to_local(), cos, sin, layout=layout), x, shape)
+
+    return cast("F", wrapper)
+
+
+def bias_positions(forward: F) -> F:
+    """Decorate a bias's ``forward(self, query_length, key_length=None, *, offset, ...)``.
+
+    DTensor ``key_positions`` and ``offset`` are gathered (every query block meets
+    every key). DTensor query ``positions`` make a DTensor bias: each rank computes
+    the rows of its queries, sharded on the query dimension (and on the batch where
+    ``positions`` are sharded on theirs).
+    """
+
+    @functools.wraps(forward)
+    def wrapper(
+        self: Any,
+        query_length: Any,
+        key_length: Any = None,
+        *,
+        offset: Any = 0,
+        positions: Any = None,
+        key_positions: Any = None,
+        batch: Any = None,
+        dtype: Any = None,
+        device: Any = None,
+    ) -> Any:
+        kwargs = {
+            "offset": offset,
+            "positions": positions,
+            "key_positions": key_positions,
+            "batch": batch,
+            "dtype": dtype,
+            "device": device,
+        }
+        if not (is_dtensor(positions) or is_dtensor(key_positions) or is_dtensor(offset)):
+            return forward(self, query_length, key_length, **kwargs)
+        positions = kwargs.get("positions")
+        kwargs["key_positions"] = _gathered(kwargs.get("key_positions"))
+        kwargs["offset"] = _gathered(kwargs.get("offset", 0))
+        if not is_dtensor(positions):
+            return forward(self, query_length, key_length, **kwargs)
+        _ranges(positions, "positions")  # checks the placements
+        shape = tuple(positions.shape)
+        if query_length != shape[-1]:
+            raise ValueError(
+                f"positions must have shape (L_q,) or (B, L_q) with L_q={query_length}, "
+                f"got the DTensor's global shape {shape}"
+            )
+        if key_length is None and kwargs["key_positions"] is None:
+            key_length = query_length  # keys at 0, 1, ... of the whole query length
+        local = positions.to_local()
+        kwargs["positions"] = local
+        out = forward(self, local.shape[-1], key_length, **kwargs)
+        from torch.distributed.tensor import Replicate, Shard
+
+        placements: list[Any] = []
+        for placement in positions.placements:
+            if placement.is_shard():
+                dim = placement.dim % len(shape)
+                placements.append(Shard(out.dim() - 2 if dim == len(shape) - 1 else 0))
+            else:
+                placements.append(Replicate())
+        big = list(out.shape)
+        big[-2] = shape[-1]
+        if len(shape) == 2 and out.dim() == 4:
+            big[0] = shape[0]
+        return _wrap(out, positions, tuple(big), placements)
+
+    return cast("F", wrapper)
