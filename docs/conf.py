@@ -90,11 +90,14 @@ doctest_test_doctest_blocks = ""
 doctest_default_flags = (
     doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE | doctest.DONT_ACCEPT_TRUE_FOR_1
 )  # no IGNORE_EXCEPTION_DETAIL: error messages are part of what the pages show
+# The same seed and print options for every group; no names are left behind (torch is
+# deleted again), so a page that uses torch or math before importing them fails here,
+# as a reader's copy of its code would.
 doctest_global_setup = """
-import math
-import torch
-torch.manual_seed(0)
-torch.set_printoptions(profile="default")
+import torch as _torch
+_torch.manual_seed(0)
+_torch.set_printoptions(profile="default")
+del _torch
 """
 
 # -- Sphinx-gallery --------------------------------------------------------------

@@ -6,6 +6,8 @@ Every number the Performance page shows comes from the JSON file that
 - ``.. bench-machine::`` — where and when the run was measured, and how;
 - ``.. bench-tables:: PREFIX`` — one table per section whose key starts with PREFIX
   (``input-float32``, ``table``, ``rope-``), or a line saying the run has none;
+- ``.. bench-chart:: KEY`` — one section's ratios to its floor as bars (HTML and CSS,
+  no image), for the cases named in ``:cases:``, with ``:allocator:`` (``stable``);
 - ``:bench:`KEY CASE ALLOCATOR STAT``` — one figure inline, STAT being ``ms``,
   ``range`` or ``floor`` (the ratio to the section's floor) or ``baseline``.
 
@@ -14,11 +16,13 @@ The file is ``bench_results_file`` in conf.py, relative to the docs directory.
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 from typing import Any
 
 from docutils import nodes
+from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
@@ -168,6 +172,60 @@ class BenchMachine(SphinxDirective):
         return [nodes.paragraph(line, line) for line in lines]
 
 
+class BenchChart(SphinxDirective):
+    """One section's ratios to its floor as horizontal bars, with the floor marked.
+
+    The bars are HTML and CSS (``bench-chart`` in ``_static/posenc.css``), so their
+    text is the page's text at every width; builders other than HTML get the
+    caption only.
+    """
+
+    required_arguments = 1
+    option_spec = {"cases": directives.unchanged_required, "allocator": directives.unchanged}
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        results, path = _load(self.env)
+        key = self.arguments[0]
+        allocator = self.options.get("allocator", "stable")
+        try:
+            section = _section(results, key)
+            by_name = {case["name"]: case for case in section["cases"]}
+            names = self.options.get("cases", "").split() or list(by_name)
+            cases = [by_name[name] for name in names]
+            ratios = [case["allocators"][allocator]["vs_floor"] for case in cases]
+        except KeyError as exc:
+            raise self.error(f"bench-chart: {exc!r} is not in the saved run ({path.name})")
+        top = max([*ratios, 1.0])
+
+        def pct(value: float) -> str:
+            return f"{100 * value / top:.1f}%"
+
+        rows = []
+        for case, ratio in zip(cases, ratios):
+            floor = " bench-bar-floor" if case["name"] == section["floor"] else ""
+            rows.append(
+                f'<div class="bench-chart-row{floor}">'
+                f'<span class="bench-chart-label">{html.escape(case["label"])}</span>'
+                f'<span class="bench-chart-track"><span class="bench-chart-bar" '
+                f'style="width: {pct(ratio)}"></span><span class="bench-chart-mark" '
+                f'style="left: {pct(1.0)}"></span></span>'
+                f'<span class="bench-chart-value">{ratio:.2f}×</span></div>'
+            )
+        head = ALLOCATOR_HEADS.get(allocator, allocator)
+        caption = (
+            f"{section['title']}: the time of each candidate as a multiple of the floor's "
+            f"(the line), {head}; shorter is faster. From the saved run, "
+            f"benchmarks/results/{path.name}."
+        )
+        body = "".join(rows)
+        markup = (
+            f'<figure class="bench-chart" role="img" aria-label="{html.escape(caption)}">'
+            f"{body}<figcaption>{html.escape(caption)}</figcaption></figure>"
+        )
+        return [nodes.raw("", markup, format="html")]
+
+
 class BenchRole(SphinxRole):
     """``:bench:`KEY CASE ALLOCATOR STAT``` — one figure of the saved run."""
 
@@ -210,6 +268,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("bench_results_file", "../benchmarks/results/cpu-2threads.json", "env")
     app.add_directive("bench-tables", BenchTables)
     app.add_directive("bench-machine", BenchMachine)
+    app.add_directive("bench-chart", BenchChart)
     app.add_role("bench", BenchRole())
     app.add_role("bench-info", BenchInfoRole())
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

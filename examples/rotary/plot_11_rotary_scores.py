@@ -45,7 +45,8 @@ print(f"unrotated score <q, k> = {(q * k).sum():.4f}, at delta 0: {curves[0][64]
 # score wanders with the distance; with a query equal to the key, every pair
 # contributes :math:`|q_k|^2 \cos(\Delta\,\omega_k)`, and the sum is largest at
 # :math:`\Delta = 0` and shrinks, oscillating, as the tokens move apart: the
-# long-term decay that Su et al. (2021, §3.4.3) point out.
+# long-term decay that `Su et al. (2021) <https://arxiv.org/abs/2104.09864>`__
+# (§3.4.3) point out.
 same = torch.ones(1, head_dim, dtype=torch.float64)
 far = torch.unique(torch.logspace(0, 5, 400).round().long())
 decay = (rope(same.expand(len(far), -1), positions=far) * rope(same)).sum(dim=-1)

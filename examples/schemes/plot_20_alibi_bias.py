@@ -2,9 +2,9 @@ r"""
 ALiBi's bias, head by head
 ==========================
 
-ALiBi (Press et al., 2022) adds to the score of query :math:`i` for key
-:math:`j` a penalty proportional to their distance, with a different slope
-:math:`m_h` for each head:
+ALiBi (`Press et al., 2022 <https://arxiv.org/abs/2108.12409>`__) adds to the
+score of query :math:`i` for key :math:`j` a penalty proportional to their
+distance, with a different slope :math:`m_h` for each head:
 
 .. math::
 

@@ -2,12 +2,13 @@ r"""
 T5's buckets of distance
 ========================
 
-T5 (Raffel et al., 2020) learns one number per head for each *bucket* of the
-relative position ``key - query``. Short distances each get a bucket; longer
-ones share buckets whose width grows logarithmically up to ``max_distance``;
-beyond it, everything shares the last bucket. An encoder gives keys before and
-after the query buckets of their own; a decoder puts every key after the query
-in bucket 0, which its causal mask hides anyway.
+T5 (`Raffel et al., 2020 <https://arxiv.org/abs/1910.10683>`__) learns one
+number per head for each *bucket* of the relative position ``key - query``.
+Short distances each get a bucket; longer ones share buckets whose width grows
+logarithmically up to ``max_distance``; beyond it, everything shares the last
+bucket. An encoder gives keys before and after the query buckets of their own; a
+decoder puts every key after the query in bucket 0, which its causal mask hides
+anyway.
 
 Explained in :ref:`guide-bias`, section :ref:`guide-bias-t5`.
 """

@@ -2,11 +2,11 @@ r"""
 Learned tables stop at max_len
 ==============================
 
-Vaswani et al. (2017, §3.5, Table 3 row E) found learned position embeddings
-about as good as the sinusoid, and kept the sinusoid because it might let the
-model extrapolate to longer sequences. The difference that does not depend on
-training: the sinusoid is defined at every position, a learned table only at
-the ``max_len`` positions it holds.
+`Vaswani et al. <https://arxiv.org/abs/1706.03762>`__ (2017, §3.5, Table 3 row
+E) found learned position embeddings about as good as the sinusoid, and kept the
+sinusoid because it might let the model extrapolate to longer sequences. The
+difference that does not depend on training: the sinusoid is defined at every
+position, a learned table only at the ``max_len`` positions it holds.
 
 Explained in :ref:`guide-learned`.
 """

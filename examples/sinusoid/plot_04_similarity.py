@@ -71,5 +71,7 @@ ax1.plot(offsets, formula, color="tab:red", linewidth=1, label="Σ cos((p − q)
 ax1.set_xlabel("offset p − q")
 ax1.set_ylabel("dot product")
 ax1.set_title("A function of p − q only", fontsize="medium")
-ax1.legend(loc="lower center", fontsize="medium")
+# Room above the peak for the legend, clear of the points.
+ax1.set_ylim(top=1.25 * d_model / 2)
+ax1.legend(loc="upper right", fontsize="medium")
 plt.show()
