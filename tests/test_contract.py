@@ -11,7 +11,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -117,16 +116,6 @@ def test_fused_layer_cast_equals_fresh_pair_with_the_same_weights(dtype: torch.d
     pair[0].lut.weight.data = layer.embeddings.lut.weight.data.clone()
     ids = torch.randint(0, 100, (3, 70))  # past max_len too
     assert torch.equal(layer(ids), pair(ids))
-
-
-@pytest.fixture
-def float64_default() -> Iterator[None]:
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
 
 
 def test_tables_follow_torchs_default_dtype_as_torchs_modules_do(float64_default: None) -> None:

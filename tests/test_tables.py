@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -17,16 +17,6 @@ from posenc import (
 )
 
 LOW = [torch.float16, torch.bfloat16]
-
-
-@pytest.fixture
-def float64_default() -> Iterator[None]:
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(previous)
 
 
 FUNCTIONS: list[tuple[str, Callable[[], torch.Tensor]]] = [
