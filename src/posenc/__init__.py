@@ -11,13 +11,15 @@ from .bias import ALiBi, RelativePositionBias, alibi_slopes, relative_position_b
 from .embedding import Embeddings, TokenAndPositionEmbedding
 from .grid import GRID_CONVENTIONS, GridConvention, sincos_2d
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
-from .positions import positions_from_lengths, positions_from_mask
+from .multimodal import TEMPORAL_RULES, TemporalRule, multimodal_positions
+from .positions import grid_positions, positions_from_lengths, positions_from_mask
 from .rotary import (
     ROPE_TYPES,
     ROTARY_LAYOUTS,
     RotaryEmbedding,
     RotaryLayout,
     apply_rotary,
+    rope_attention_scale,
     rope_frequencies,
 )
 from .sinusoid import LAYOUTS, Layout, inverse_frequencies, sinusoidal_table
@@ -30,6 +32,7 @@ __all__ = [
     "LAYOUTS",
     "ROPE_TYPES",
     "ROTARY_LAYOUTS",
+    "TEMPORAL_RULES",
     "ALiBi",
     "Embeddings",
     "GridConvention",
@@ -41,16 +44,20 @@ __all__ = [
     "RelativePositionBias",
     "RotaryEmbedding",
     "RotaryLayout",
+    "TemporalRule",
     "TokenAndPositionEmbedding",
     "__version__",
     "alibi_slopes",
     "apply_rotary",
     "attention",
     "clones",
+    "grid_positions",
     "inverse_frequencies",
+    "multimodal_positions",
     "positions_from_lengths",
     "positions_from_mask",
     "relative_position_bucket",
+    "rope_attention_scale",
     "rope_frequencies",
     "sincos_2d",
     "sinusoidal_table",
