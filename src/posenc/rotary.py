@@ -564,12 +564,14 @@ class RotaryEmbedding(DerivedTables):
         pair_axes = self._config.pair_axes()
         if self.axes is not None:  # each axis its own ladder base ** (-2k / d_a)
             self._freqs = torch.tensor(
-                [w for d in self.axes for w in ladder(d // 2, self.base, float(d))], dtype=_F64
+                [w for d in self.axes for w in ladder(d // 2, self.base, float(d))],
+                dtype=_F64,
+                device=_CPU,
             )
             pair_axes = tuple(a for a, d in enumerate(self.axes) for _ in range(d // 2))
         # The axis of each rotated pair (int64, on the CPU, a plain attribute); None: 1-D.
         self._pair_axes: Tensor | None = (
-            None if pair_axes is None else torch.tensor(pair_axes, dtype=torch.int64)
+            None if pair_axes is None else torch.tensor(pair_axes, dtype=torch.int64, device=_CPU)
         )
         self.n_axes: int = (
             len(self.axes) if self.axes else 3 if self._config.sections is not None else 1
