@@ -534,6 +534,14 @@ def test_a_video_in_frames_seconds_and_timestamps() -> None:
         second_per_grid_ts=torch.tensor([1.25]),
     )  # fmt: skip
     assert seconds[0, 0].tolist() == [0] + [1] * 4 + [3] * 4 + [6] * 4 + [3, 4]
+    # In float32, as Hugging Face multiplies: frame 3 at 5/6 s and 2 tokens a second sits
+    # at 3 · 2 · float32(5/6) = 4.99999988, rounded to 5 in float32 (4 in float64).
+    four = torch.tensor([[0] + [2] * 16])
+    fives, _ = multimodal_positions(
+        four, video_grid_thw=torch.tensor([[4, 4, 4]]), temporal="seconds",
+        tokens_per_second=2, second_per_grid_ts=torch.tensor([5 / 6]),
+    )  # fmt: skip
+    assert fives[0, 0, 1::4].tolist() == [1, 2, 4, 6]
     # Qwen3-VL: each frame its own grid, between timestamp text tokens.
     stamped = torch.tensor([[0, 2, 2, 2, 2, 0, 2, 2, 2, 2, 0]])
     ids, _ = multimodal_positions(

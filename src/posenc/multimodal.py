@@ -63,8 +63,12 @@ def _intervals(
     second_per_grid_ts: Tensor | list[float] | None,
     tokens_per_second: float | None,
     videos: int,
-) -> list[float]:
-    """The step on the t axis between two frames of each video."""
+) -> list[Tensor | float]:
+    """The step on the t axis between two frames of each video.
+
+    For "seconds", a 0-d tensor: ``second_per_grid_ts[v] × tokens_per_second`` in
+    float32, or float64 for a float64 tensor, as Hugging Face multiplies them.
+    """
     if temporal != "seconds":
         if second_per_grid_ts is not None or tokens_per_second is not None:
             raise ValueError(
@@ -79,46 +83,59 @@ def _intervals(
         )
     rate = _checks.real_number("tokens_per_second", tokens_per_second)
     if second_per_grid_ts is None:
-        return [rate] * videos
-    if isinstance(second_per_grid_ts, Tensor):
+        seconds = torch.ones(videos, dtype=torch.float32)
+    elif isinstance(second_per_grid_ts, Tensor):
         if second_per_grid_ts.dim() != 1:
             raise ValueError(
                 "second_per_grid_ts must be 1-D, one value per video, got shape "
                 f"{tuple(second_per_grid_ts.shape)}"
             )
-        seconds = [float(v) for v in second_per_grid_ts.tolist()]
+        wide = second_per_grid_ts.dtype == torch.float64
+        seconds = second_per_grid_ts.detach().cpu().to(torch.float64 if wide else torch.float32)
     else:
-        seconds = [_checks.real_number("second_per_grid_ts", v) for v in second_per_grid_ts]
-    if len(seconds) != videos:
+        values = [_checks.real_number("second_per_grid_ts", v) for v in second_per_grid_ts]
+        seconds = torch.tensor(values, dtype=torch.float32)
+    if seconds.numel() != videos:
         raise ValueError(
-            f"second_per_grid_ts holds {len(seconds)} values for {videos} videos in "
+            f"second_per_grid_ts holds {seconds.numel()} values for {videos} videos in "
             "video_grid_thw: give one per video"
         )
-    steps = [rate * s for s in seconds]
-    if min(steps, default=0.0) < 0:
+    steps = seconds * rate
+    if steps.numel() and not bool((steps >= 0).all() & steps.isfinite().all()):
         raise ValueError(
-            f"tokens_per_second × second_per_grid_ts must be >= 0 (time runs forward), got "
-            f"{min(steps)}"
+            "tokens_per_second × second_per_grid_ts must be finite and >= 0 (time runs "
+            f"forward), got {steps.tolist()!r:.80}"
         )
-    return steps
+    return list(steps.unbind())
 
 
 def _vision(
-    start: int, grid: tuple[int, int, int], merge: int, interval: float, device: torch.device
+    start: int,
+    grid: tuple[int, int, int],
+    merge: int,
+    interval: Tensor | float,
+    device: torch.device,
 ) -> tuple[Tensor, int]:
-    """The (3, t·h·w / merge²) positions of one grid starting at ``start``, and the next start."""
+    """The (3, t·h·w / merge²) positions of one grid starting at ``start``, and the next start.
+
+    A frame's t position is ``int(i × interval)``: truncated, in the dtype of
+    ``interval`` (Hugging Face's arithmetic, the one the models were trained with).
+    """
     t, h, w = grid[0], grid[1] // merge, grid[2] // merge
-    last = start + (t - 1) * interval
+    last = start + (t - 1) * float(interval)
     if not last <= POSITION_MAX:
         raise ValueError(
             f"a video's last frame would sit at {last:.6g} on the t axis (start {start}, "
-            f"{t} frames, {interval:g} per frame), outside int64's position domain "
+            f"{t} frames, {float(interval):g} per frame), outside int64's position domain "
             "|p| < 2**62"
         )
-    frames = torch.arange(t, dtype=torch.float64, device=device) * interval
+    if isinstance(interval, Tensor):
+        frames = (torch.arange(t) * interval).to(torch.int64).to(device)
+    else:
+        frames = torch.arange(t, device=device)
     ids = torch.stack(
         torch.meshgrid(
-            frames.floor().to(torch.int64),
+            frames,
             torch.arange(h, device=device),
             torch.arange(w, device=device),
             indexing="ij",
@@ -154,8 +171,11 @@ def multimodal_positions(
 
     - ``"frames"`` (Qwen2-VL): the frame index ``i``;
     - ``"seconds"`` (Qwen2.5-VL): ``floor(i × tokens_per_second ×
-      second_per_grid_ts[v])`` for video ``v`` (1 per frame when
-      ``second_per_grid_ts`` is None), images ``i``; computed in float64;
+      second_per_grid_ts[v])`` for video ``v`` (``second_per_grid_ts`` 1 when
+      None), images ``i``; the products in float32 (float64 for a float64
+      ``second_per_grid_ts``), as Hugging Face computes them and the models were
+      trained: at 5/6 s a frame and 2 tokens a second, frame 3 sits at 5, where
+      the float64 product of float32's 5/6 would give 4;
     - ``"timestamps"`` (Qwen3-VL): each frame is its own grid with ``t = 1``,
       between the timestamp text that separates frames: a video row ``(t, h, w)``
       stands for ``t`` images of ``(1, h, w)``.
@@ -249,8 +269,10 @@ def multimodal_positions(
     video_items = list(zip(videos, intervals, strict=True))
     if temporal == "timestamps":  # a video of t frames: t grids of one frame, one step
         video_items = [((1, h, w), 1.0) for (t, h, w), _ in video_items for _ in range(t)]
-    image_items = [(grid, 1.0) for grid in images]
-    queues: dict[int, Iterator[tuple[tuple[int, int, int], float]]] = {
+    image_items: list[tuple[tuple[int, int, int], Tensor | float]] = [
+        (grid, 1.0) for grid in images
+    ]
+    queues: dict[int, Iterator[tuple[tuple[int, int, int], Tensor | float]]] = {
         _IMAGE: iter(image_items),
         _VIDEO: iter(video_items),
     }
