@@ -353,7 +353,11 @@ SCHEMES: list[Scheme] = [
             D,
             base=5_000_000.0,
             max_len=MAX_LEN,
-            scaling={"rope_type": "default", "mrope_section": [6, 5, 5], "mrope_interleaved": True},
+            scaling={
+                "rope_type": "default",
+                "mrope_section": [6, 5, 5],
+                "mrope_interleaved": True,
+            },
         ),
         heads,
         L2,

@@ -119,7 +119,9 @@ def test_each_axis_turns_its_features_by_its_own_ladder(
     torch.testing.assert_close(rope(x, positions=positions), want, rtol=0, atol=1e-12)
     per_sequence = torch.stack([positions, positions.flip(-1)] * 2, dim=1)  # (A, B, L)
     got = rope(x, positions=per_sequence)
-    torch.testing.assert_close(got[1], axes_reference(x[1], positions.flip(-1), axes, base, layout))
+    torch.testing.assert_close(
+        got[1], axes_reference(x[1], positions.flip(-1), axes, base, layout)
+    )
 
 
 def test_axial_is_two_axes_in_their_order() -> None:
@@ -156,7 +158,9 @@ def test_scores_depend_only_on_the_per_axis_differences(
     score = _score(rope, q, k, pq, pk)
     # Each axis shifted by its own amount, into and past the table: nothing changes.
     shift = torch.tensor([[7], [-3_000], [100_000]])
-    torch.testing.assert_close(_score(rope, q, k, pq + shift, pk + shift), score, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(
+        _score(rope, q, k, pq + shift, pk + shift), score, rtol=1e-9, atol=1e-9
+    )
     # One axis's difference changed: the score changes (each axis is seen).
     for axis in range(3):
         moved = pk.clone()
@@ -304,7 +308,8 @@ def test_on_the_meta_device_nothing_is_read() -> None:
         x = torch.empty(2, 4, 9, 32)
         positions = torch.empty(3, 2, 9, dtype=torch.long)
     out = rope(x, positions=positions)
-    assert out.is_meta and out.shape == x.shape
+    assert out.is_meta
+    assert out.shape == x.shape
 
 
 # -- Compile and export -----------------------------------------------------------------
@@ -364,9 +369,7 @@ def test_export_with_positions_on_axes() -> None:
     model = Model().eval()
     length = torch.export.Dim("L", min=2, max=512)
     x, positions = torch.randn(2, 4, 8, 32), torch.randint(0, 50, (3, 2, 8))
-    program = torch.export.export(
-        model, (x, positions), dynamic_shapes=({2: length}, {2: length})
-    )
+    program = torch.export.export(model, (x, positions), dynamic_shapes=({2: length}, {2: length}))
     for n in (5, 70):
         x, positions = torch.randn(2, 4, n, 32), torch.randint(-5, 300, (3, 2, n))
         _same(program.module()(x, positions), model(x, positions))
@@ -381,11 +384,14 @@ def test_resolve_axes_reads_every_form() -> None:
     assert isinstance(resolve_axes(4, 3, positions=steps), Positions)
     assert isinstance(resolve_axes(4, 3, positions=steps.expand(2, 4), batch=2), Positions)
     on_axes = resolve_axes(4, 3, positions=steps.expand(3, 4), batch=2)
-    assert isinstance(on_axes, AxisPositions) and on_axes.values.shape == (3, 4)
+    assert isinstance(on_axes, AxisPositions)
+    assert on_axes.values.shape == (3, 4)
     per_sequence = resolve_axes(4, 3, positions=steps.expand(3, 2, 4), batch=2)
-    assert isinstance(per_sequence, AxisPositions) and per_sequence.values.shape == (3, 2, 4)
+    assert isinstance(per_sequence, AxisPositions)
+    assert per_sequence.values.shape == (3, 2, 4)
     shared = resolve_axes(4, 3, positions=steps.expand(1, 2, 4), batch=2)
-    assert isinstance(shared, Positions) and shared.values is not None
+    assert isinstance(shared, Positions)
+    assert shared.values is not None
     assert resolve_axes(4, 2, positions=steps.expand(2, 4)).values.shape == (2, 4)  # unbatched
 
 
@@ -468,8 +474,7 @@ def test_axes_are_checked(kwargs: dict[str, object], error: type, match: str) ->
 def test_repr_and_cos_sin_on_axes() -> None:
     rope = RotaryEmbedding(32, max_len=64, scaling=QWEN3)
     assert repr(rope) == (
-        "RotaryEmbedding(head_dim=32, max_len=64, mrope_section=[6, 5, 5], "
-        "mrope_interleaved=True)"
+        "RotaryEmbedding(head_dim=32, max_len=64, mrope_section=[6, 5, 5], mrope_interleaved=True)"
     )
     positions = mixed_positions(7, low=0, high=60)
     cos, sin = rope.cos_sin(7, positions=positions)

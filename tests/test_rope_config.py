@@ -73,7 +73,8 @@ def test_multimodal_keys_build_m_rope_not_1d(interleaved: bool, rope_type: str) 
     assert config.sections == (16, 24, 24)
     assert config.interleaved is interleaved
     axes = config.pair_axes()
-    assert axes is not None and len(axes) == 64
+    assert axes is not None
+    assert len(axes) == 64
     # Interleaved, as Hugging Face's Qwen3-VL: h and w take every third pair up to 3 ×
     # their count (here past the 64 pairs: 21 each), t takes the rest (22, not 16).
     counts = [22, 21, 21] if interleaved else [16, 24, 24]

@@ -10,8 +10,8 @@ from .attention import (
 from .bias import ALiBi, RelativePositionBias, alibi_slopes, relative_position_bucket
 from .embedding import Embeddings, TokenAndPositionEmbedding
 from .grid import GRID_CONVENTIONS, GridConvention, sincos_2d
-from .positional import LearnedPositionalEmbedding, PositionalEncoding
 from .multimodal import TEMPORAL_RULES, TemporalRule, multimodal_positions
+from .positional import LearnedPositionalEmbedding, PositionalEncoding
 from .positions import grid_positions, positions_from_lengths, positions_from_mask
 from .rotary import (
     ROPE_TYPES,

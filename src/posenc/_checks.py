@@ -433,7 +433,8 @@ def rotary_axes(axes: object, head_dim: int, scaling: object) -> tuple[int, ...]
             f"summing to head_dim={head_dim}, got {tuple(axes)} (sum {sum(axes)})"
         )
     if scaling is not None and (
-        not isinstance(scaling, dict) or set(scaling) - {"rope_type", "rope_theta"}
+        not isinstance(scaling, dict)
+        or set(scaling) - {"rope_type", "rope_theta"}
         or scaling.get("rope_type", "default") != "default"
     ):
         raise ValueError(

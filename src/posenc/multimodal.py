@@ -330,4 +330,3 @@ def multimodal_positions(
                 f"holds the tokens of {used[kind]}"
             )
     return out, torch.tensor(deltas, dtype=torch.int64, device=device).view(batch, 1)
-

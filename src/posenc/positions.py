@@ -699,7 +699,9 @@ def grid_positions(
         starts = (offset,) * len(counts)
     for i, (start, n) in enumerate(zip(starts, counts, strict=True)):
         if isinstance(start, bool) or not isinstance(start, int):
-            raise TypeError(f"offset must be an int or a tuple of ints, got {_checks._show(start)}")
+            raise TypeError(
+                f"offset must be an int or a tuple of ints, got {_checks._show(start)}"
+            )
         check_domain(f"offset[{i}]" if isinstance(offset, tuple) else "offset", start, count=n)
     total = 1
     for n in counts:

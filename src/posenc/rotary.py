@@ -82,10 +82,10 @@ def rope_frequencies(
     does not read are ignored; a key no type reads warns, naming the nearest
     known one; the multimodal keys ``mrope_section`` and ``mrope_interleaved``
     (M-RoPE) are read by :class:`RotaryEmbedding`, which says which axis turns
-    each pair, and change no frequency; a ``rope_theta`` key must equal ``base``. The default ladder
-    :math:`base^{-2k/d}` is correctly rounded (:func:`posenc.frequencies.ladder`),
-    and every scaling starts from it. With :math:`s` = ``factor`` and
-    :math:`L_0` the length the model was trained with:
+    each pair, and change no frequency; a ``rope_theta`` key must equal
+    ``base``. The default ladder :math:`base^{-2k/d}` is correctly rounded
+    (:func:`posenc.frequencies.ladder`), and every scaling starts from it. With
+    :math:`s` = ``factor`` and :math:`L_0` the length the model was trained with:
 
     - ``"default"``: :math:`\omega_k` as above.
     - ``"linear"`` (position interpolation, Chen et al., 2023): :math:`\omega_k / s`.
@@ -212,7 +212,7 @@ def rope_attention_scale(qk_head_dim: int, scaling: dict[str, Any] | None = None
         (0.135234, 0.072169)
     """
     d = _checks.positive_int("qk_head_dim", qk_head_dim)
-    scale = d**-0.5
+    scale: float = float(d) ** -0.5  # as the peers: qk_head_dim ** (-0.5)
     if scaling is None:
         return scale
     if not isinstance(scaling, dict):
@@ -232,7 +232,7 @@ def rope_attention_scale(qk_head_dim: int, scaling: dict[str, Any] | None = None
         )
     s = rope_config.number("factor", scaling["factor"], str(name), 0)
     m = 1.0 if s <= 1 else 0.1 * all_dim * math.log(s) + 1.0
-    return scale * m * m
+    return float(scale * m * m)
 
 
 # -- Tables: cos and sin of position × frequency -----------------------------------------
@@ -731,7 +731,9 @@ class RotaryEmbedding(DerivedTables):
         if isinstance(where, AxisPositions):  # one position per pair: its axis's
             assert self._pair_axes is not None
             if serves:
-                return where.take(self._cos, self._pair_axes), where.take(self._sin, self._pair_axes)
+                return where.take(self._cos, self._pair_axes), where.take(
+                    self._sin, self._pair_axes
+                )
             work = _runtime.work_device(device)
             freqs = self._frequencies(where, work, seq_len)
             per_pair = where.per_pair(self._pair_axes.to(where.values.device)).to(work)

@@ -61,7 +61,8 @@ def test_flux_pos_embed_and_apply_rotary_emb(peer_report: Report) -> None:
     theirs = apply_rotary_emb(x, (cos, sin), use_real=True, use_real_unbind_dim=-1)
     rotation = _max(rope(x, positions=ids), theirs)
     peer_report(f"FluxPosEmbed (16, 56, 56): tables {table:.2e}, rotation {rotation:.2e}")
-    assert table <= 2**-24 and rotation <= 4e-6
+    assert table <= 2**-24
+    assert rotation <= 4e-6
 
 
 def test_hunyuan_video_rotary_pos_embed(peer_report: Report) -> None:
@@ -114,7 +115,8 @@ def test_qwen_image_rope_with_negative_positions(peer_report: Report) -> None:
         f"QwenEmbedRope (scale_rope, negative positions, float32 freqs): image tables "
         f"{table:.2e}, text tables {table_text:.2e}"
     )
-    assert table <= 2e-6 and table_text <= 2e-6
+    assert table <= 2e-6
+    assert table_text <= 2e-6
 
 
 @pytest.mark.parametrize("layout", ["interleaved", "half"])
@@ -149,7 +151,8 @@ def test_get_1d_rotary_pos_embed_per_axis_and_apply_rotary_emb(
         f"get_1d_rotary_pos_embed + apply_rotary_emb on 3 axes ({layout}): tables "
         f"{table:.2e}, rotation {rotation:.2e}"
     )
-    assert table <= 2**-24 and rotation <= 4e-6
+    assert table <= 2**-24
+    assert rotation <= 4e-6
 
 
 # -- Hugging Face: the rotaries -----------------------------------------------------------
@@ -231,10 +234,14 @@ def _text_rotary(model: str, rope: dict[str, Any]) -> Any:
         ("qwen2_vl", {**QWEN2_ROPE, "rope_type": "linear", "factor": 2.0}),
         (
             "qwen3_vl",
-            {**QWEN3_ROPE, "rope_type": "yarn", "factor": 4.0,
-             "original_max_position_embeddings": 1024},
+            {
+                **QWEN3_ROPE,
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 1024,
+            },
         ),
-    ],  # fmt: skip
+    ],
     ids=["qwen2_vl", "qwen2_5_vl", "qwen3_vl", "qwen2_vl-linear", "qwen3_vl-yarn"],
 )
 def test_qwen_vl_text_rotary(model: str, rope: dict[str, Any], peer_report: Report) -> None:
@@ -259,7 +266,8 @@ def test_qwen_vl_text_rotary(model: str, rope: dict[str, Any], peer_report: Repo
         f"{type(peer).__name__} ({rope['rope_type']}): tables {table:.2e}, rotation "
         f"{rotation:.2e}, text-only tables {text_table:.2e}"
     )
-    assert max(table, text_table) <= 4e-6 and rotation <= 2e-5
+    assert max(table, text_table) <= 4e-6
+    assert rotation <= 2e-5
 
 
 def test_qwen2_vl_vision_rotary_is_axial(peer_report: Report) -> None:
@@ -288,7 +296,8 @@ def test_qwen2_vl_vision_rotary_is_axial(peer_report: Report) -> None:
         f"Qwen2VLVisionRotaryEmbedding (axial, h then w): tables {table:.2e}, "
         f"rotation {rotation:.2e}"
     )
-    assert table <= 2e-6 and rotation <= 1e-5
+    assert table <= 2e-6
+    assert rotation <= 1e-5
 
 
 # -- Hugging Face: get_rope_index -------------------------------------------------------
@@ -456,13 +465,25 @@ def test_qwen2_5_vl_seconds_are_float32_products(peer_report: Report) -> None:
 @pytest.mark.parametrize(
     "rope",
     [
-        {"rope_type": "yarn", "factor": 40.0, "mscale": 1.0, "mscale_all_dim": 1.0,
-         "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1},
-        {"rope_type": "yarn", "factor": 16.0, "mscale": 0.707, "mscale_all_dim": 0.707,
-         "original_max_position_embeddings": 4096},
+        {
+            "rope_type": "yarn",
+            "factor": 40.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+            "beta_fast": 32,
+            "beta_slow": 1,
+        },
+        {
+            "rope_type": "yarn",
+            "factor": 16.0,
+            "mscale": 0.707,
+            "mscale_all_dim": 0.707,
+            "original_max_position_embeddings": 4096,
+        },
         {"rope_type": "yarn", "factor": 40.0, "original_max_position_embeddings": 4096},
         {"rope_type": "default"},
-    ],  # fmt: skip
+    ],
     ids=["v3", "mscale-0.707", "no-mscale_all_dim", "default"],
 )
 def test_deepseek_v3_attention_scale(rope: dict[str, Any], peer_report: Report) -> None:
