@@ -22,9 +22,9 @@ types = torch.tensor([[0] * 5 + [1] * 24 + [0] * 6])
 grid = torch.tensor([[1, 8, 12]])
 positions, deltas = posenc.multimodal_positions(types, image_grid_thw=grid)
 ids = positions[:, 0]
-print("t:", ids[0].tolist())
-print("h:", ids[1].tolist())
-print("w:", ids[2].tolist())
+for name, row in zip("thw", ids, strict=True):
+    print(f"{name}: text {row[:5].tolist()}, then {row[29:].tolist()}; the image:")
+    print(row[5:29].view(4, 6))
 print("decoding continues from delta", int(deltas[0, 0]))
 
 # %%
