@@ -169,6 +169,9 @@ class Scheme:
         accessor: A public method that hands out what forward uses, as
             ``accessor(module, length, kwargs)``.
         function: A function, not a module: no module contracts (casts, copies, hooks...).
+        axes: For a scheme on position axes, their number A: the contracts that give
+            ``positions=`` give them on the axes, ``(A, B, L)`` (an ``offset`` is one
+            stream on every axis); 0 for 1-D positions.
         omit: Contracts left out, each with a comment saying why.
     """
 
@@ -182,6 +185,7 @@ class Scheme:
     rows: int | None = None
     accessor: Callable[[nn.Module, int, dict[str, object]], tuple[Tensor, ...]] | None = None
     function: bool = False
+    axes: int = 0
     omit: frozenset[str] = frozenset()
 
     @property
@@ -329,6 +333,39 @@ SCHEMES: list[Scheme] = [
         linear="rotates",
         rows=32,  # past its 32 trained positions the frequencies follow the length
         accessor=_cos_sin,
+    ),
+    Scheme(
+        "RotaryEmbedding-axes",  # FLUX's form: three axes, each its own ladder, pairs interleaved
+        lambda: posenc.RotaryEmbedding(
+            D, base=10_000.0, layout="interleaved", max_len=MAX_LEN, axes=(8, 12, 12)
+        ),
+        heads,
+        L2,
+        positions=True,
+        extrapolates=True,
+        linear="rotates",
+        accessor=_cos_sin,
+        axes=3,
+    ),
+    Scheme(
+        "RotaryEmbedding-mrope-interleaved",  # Qwen3-VL's M-RoPE (compiled == eager: vllm 40680)
+        lambda: posenc.RotaryEmbedding(
+            D,
+            base=5_000_000.0,
+            max_len=MAX_LEN,
+            scaling={
+                "rope_type": "default",
+                "mrope_section": [6, 5, 5],
+                "mrope_interleaved": True,
+            },
+        ),
+        heads,
+        L2,
+        positions=True,
+        extrapolates=True,
+        linear="rotates",
+        accessor=_cos_sin,
+        axes=3,
     ),
     Scheme(
         "ALiBi",

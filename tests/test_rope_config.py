@@ -61,17 +61,56 @@ def test_every_key_of_hugging_faces_rope_parameters_is_known() -> None:
     assert transformers_keys <= KNOWN_KEYS
 
 
-@pytest.mark.parametrize("key", ["mrope_section", "mrope_interleaved"])
+@pytest.mark.parametrize("interleaved", [False, True])
 @pytest.mark.parametrize("rope_type", ["default", "linear"])
-def test_multimodal_keys_are_refused_not_dropped(key: str, rope_type: str) -> None:
-    # A standardised Qwen2-VL config: building 1-D RoPE from it would be silently wrong.
-    scaling = {"rope_type": rope_type, "factor": 2.0, key: [16, 24, 24]}
-    with pytest.raises(ValueError, match=re.escape(f"scaling has the key {key!r}")):
-        rope_frequencies(128, scaling=scaling)
-    with pytest.raises(ValueError, match="does not build yet"):
-        RotaryEmbedding(128, scaling=scaling)
-    # None counts as missing, as everywhere in Hugging Face's configs.
-    rope_frequencies(128, scaling={"rope_type": rope_type, "factor": 2.0, key: None})
+def test_multimodal_keys_build_m_rope_not_1d(interleaved: bool, rope_type: str) -> None:
+    # A standardised Qwen2-VL / Qwen3-VL config: building 1-D RoPE from it would be
+    # silently wrong. The type still gives the frequencies; the sections, the axes.
+    scaling = {"rope_type": rope_type, "factor": 2.0, "mrope_section": [16, 24, 24]}
+    if interleaved:
+        scaling["mrope_interleaved"] = True
+    config = parse(scaling, 128, 10_000.0)
+    assert config.sections == (16, 24, 24)
+    assert config.interleaved is interleaved
+    axes = config.pair_axes()
+    assert axes is not None
+    assert len(axes) == 64
+    # Interleaved, as Hugging Face's Qwen3-VL: h and w take every third pair up to 3 ×
+    # their count (here past the 64 pairs: 21 each), t takes the rest (22, not 16).
+    counts = [22, 21, 21] if interleaved else [16, 24, 24]
+    assert [axes.count(a) for a in range(3)] == counts
+    plain = {k: v for k, v in scaling.items() if not k.startswith("mrope")}
+    assert torch.equal(config.frequencies(), parse(plain, 128, 10_000.0).frequencies())
+    # None counts as missing, as everywhere in Hugging Face's configs: 1-D RoPE.
+    assert parse({**plain, "mrope_section": None}, 128, 10_000.0).pair_axes() is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "error", "match"),
+    [
+        ({"mrope_section": [16, 24, 23]}, ValueError, r"summing to the rotated pairs, 64"),
+        ({"mrope_section": [32, 32]}, ValueError, r"three ints >= 0"),
+        ({"mrope_section": [16, 24.0, 24]}, TypeError, r"list of three ints"),
+        ({"mrope_section": "16,24,24"}, TypeError, r"list of three ints"),
+        ({"mrope_interleaved": True}, ValueError, r"no 'mrope_section'"),
+        ({"mrope_section": [16, 24, 24], "mrope_interleaved": 1}, TypeError, r"must be a bool"),
+    ],
+)
+def test_multimodal_keys_are_checked(extra: dict[str, object], error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        parse({"rope_type": "default", **extra}, 128, 10_000.0)
+
+
+def test_interleaved_sections_follow_hugging_face_pattern() -> None:
+    # Qwen3-VL: pair k turns with h when k % 3 == 1 and k < 3 * 20, with w when
+    # k % 3 == 2 and k < 3 * 20, else with t; the last 4 pairs all with t.
+    config = parse(
+        {"rope_type": "default", "mrope_section": [24, 20, 20], "mrope_interleaved": True},
+        128,
+        5_000_000.0,
+    )
+    axes = config.pair_axes()
+    assert axes == (0, 1, 2) * 20 + (0, 0, 0, 0)
 
 
 def test_numpy_values_are_numbers_and_numpy_strings_are_strings() -> None:

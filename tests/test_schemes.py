@@ -58,7 +58,10 @@ def _input_dtypes(scheme: Scheme, dtypes: list[torch.dtype]) -> list[torch.dtype
 
 
 def _positions(scheme: Scheme, shape: tuple[int, ...]) -> Tensor:
+    """Positions ``shape = (..., B, L)``; on a scheme's axes ``(..., A, B, L)``."""
     low, high = scheme.position_range
+    if scheme.axes:
+        shape = (*shape[:-2], scheme.axes, *shape[-2:])
     return torch.randint(low, high, shape)
 
 
@@ -101,6 +104,8 @@ def test_compile_fullgraph_one_graph_for_all_lengths(scheme: Scheme) -> None:
 def test_compile_with_tensor_positions_and_offsets_one_graph_each(scheme: Scheme) -> None:
     module = scheme.make().eval()
     lengths = (3, 9, 33, 100) if scheme.extrapolates else (3, 9, 33)  # not 2: duck sizing
+    # Nor A, the size of the positions' axes dim (a constant of the module): duck sizing.
+    lengths = tuple(n + 2 if n == scheme.axes else n for n in lengths)
     for keyword in ("positions", "offset"):
         torch._dynamo.reset()
         backend = CountingBackend()
@@ -293,7 +298,11 @@ def test_integers_of_every_dtype_equal_int64(scheme: Scheme, dtype: torch.dtype)
     inside = torch.tensor([3, 1, top - 1, 0])
     past = torch.tensor([top + 36, top + 37, 5, 9])  # past the table, where it extrapolates
     for values in (inside, past) if scheme.extrapolates else (inside,):
-        for where in (values, torch.stack([values, values.flip(0)])):
+        forms = [values, torch.stack([values, values.flip(0)])]
+        if scheme.axes:  # (A, L) and (A, B, L): each axis its own positions
+            on_axes = torch.stack([values.roll(a) for a in range(scheme.axes)])
+            forms += [on_axes, torch.stack([on_axes, on_axes.flip(-1)], dim=1)]
+        for where in forms:
             _equal(
                 module(*map(as_dtype, args), positions=as_dtype(where)),
                 module(*args, positions=where),

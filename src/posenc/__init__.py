@@ -10,10 +10,12 @@ from .attention import (
 from .bias import ALiBi, RelativePositionBias, alibi_slopes, relative_position_bucket
 from .embedding import Embeddings, TokenAndPositionEmbedding
 from .grid import GRID_CONVENTIONS, GridConvention, sincos_2d
+from .multimodal import TEMPORAL_RULES, TemporalRule, multimodal_positions
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
 from .positions import (
     SHARD_LAYOUTS,
     ShardLayout,
+    grid_positions,
     positions_from_lengths,
     positions_from_mask,
     shard_order,
@@ -25,6 +27,7 @@ from .rotary import (
     RotaryEmbedding,
     RotaryLayout,
     apply_rotary,
+    rope_attention_scale,
     rope_frequencies,
 )
 from .sinusoid import LAYOUTS, Layout, inverse_frequencies, sinusoidal_table
@@ -38,6 +41,7 @@ __all__ = [
     "ROPE_TYPES",
     "ROTARY_LAYOUTS",
     "SHARD_LAYOUTS",
+    "TEMPORAL_RULES",
     "ALiBi",
     "Embeddings",
     "GridConvention",
@@ -50,16 +54,20 @@ __all__ = [
     "RotaryEmbedding",
     "RotaryLayout",
     "ShardLayout",
+    "TemporalRule",
     "TokenAndPositionEmbedding",
     "__version__",
     "alibi_slopes",
     "apply_rotary",
     "attention",
     "clones",
+    "grid_positions",
     "inverse_frequencies",
+    "multimodal_positions",
     "positions_from_lengths",
     "positions_from_mask",
     "relative_position_bucket",
+    "rope_attention_scale",
     "rope_frequencies",
     "shard_order",
     "shard_positions",

@@ -472,6 +472,32 @@ def rotary_input(x: object, head_dim: int) -> Tensor:
     return x
 
 
+def rotary_axes(axes: object, head_dim: int, scaling: object) -> tuple[int, ...] | None:
+    """``axes``: None, or even ints >= 2 summing to ``head_dim``, without a ``scaling``."""
+    if axes is None:
+        return None
+    if not isinstance(axes, (tuple, list)) or not all(
+        isinstance(d, int) and not isinstance(d, bool) for d in axes
+    ):
+        raise TypeError(f"axes must be None or a tuple of ints, got {_show(axes)}")
+    if not axes or any(d < 2 or d % 2 for d in axes) or sum(axes) != head_dim:
+        raise ValueError(
+            f"axes must give each position axis an even number >= 2 of rotated features, "
+            f"summing to head_dim={head_dim}, got {tuple(axes)} (sum {sum(axes)})"
+        )
+    if scaling is not None and (
+        not isinstance(scaling, dict)
+        or set(scaling) - {"rope_type", "rope_theta"}
+        or scaling.get("rope_type", "default") != "default"
+    ):
+        raise ValueError(
+            f"axes= takes no scaling (each axis turns at base ** (-2k / d_a); posenc builds "
+            f"no scaled multi-axis RoPE), got scaling={scaling!r:.80}: for M-RoPE give "
+            f"scaling with 'mrope_section' and no axes"
+        )
+    return tuple(axes)
+
+
 def rotary_tables(x: object, cos: object, sin: object) -> tuple[Tensor, Tensor, Tensor]:
     """``apply_rotary``'s arguments: one cos and sin per rotated pair, broadcasting to ``x``."""
     x = floating_tensor("x", x)

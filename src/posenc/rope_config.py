@@ -10,9 +10,12 @@ about what it does not know:
 - keys of Hugging Face's ``RopeParameters`` that a type does not read are accepted
   and ignored, as they are in real configs, and a value of None counts as missing;
 - a key posenc does not know at all warns, naming it and the nearest known key;
-- a key of a scheme posenc does not build yet (``mrope_section``,
-  ``mrope_interleaved``: Qwen-VL's multimodal RoPE) is refused, so that such a config
-  never builds plain 1-D RoPE by mistake.
+- a key of a scheme posenc does not build is refused (:data:`NOT_BUILT`), so that
+  such a config never builds plain 1-D RoPE by mistake;
+- the multimodal keys ``mrope_section`` and ``mrope_interleaved`` (Qwen2-VL's M-RoPE,
+  Qwen3-VL's interleaved form) compose with every type, as in Hugging Face: the type
+  gives the frequency of each pair, the sections say which position axis (t, h or w)
+  turns it (:meth:`RopeConfig.pair_axes`).
 
 A new ``rope_type`` is one record here (and its line in :func:`~posenc.rope_frequencies`'
 docstring).
@@ -42,7 +45,16 @@ from torch import Tensor
 from . import _checks
 from .frequencies import ladder
 
-__all__ = ["RECORDS", "ROPE_TYPES", "Key", "RopeConfig", "RopeType", "parse"]
+__all__ = [
+    "MULTIMODAL_KEYS",
+    "NOT_BUILT",
+    "RECORDS",
+    "ROPE_TYPES",
+    "Key",
+    "RopeConfig",
+    "RopeType",
+    "parse",
+]
 
 _F64 = torch.float64
 _CPU = torch.device("cpu")
@@ -146,6 +158,10 @@ class RopeConfig:
         base: The model's ``rope_theta``.
         values: Every key the type reads, parsed, defaults filled in (and values the
             type derives, such as YaRN's ``factor`` from the lengths).
+        sections: M-RoPE's ``mrope_section``: how many rotated pairs each of the
+            three position axes (t, h, w) turns; None for 1-D RoPE.
+        interleaved: Whether the pairs of the sections interleave (``mrope_interleaved``,
+            Qwen3-VL) instead of following each other in bands (Qwen2-VL).
     """
 
     rope_type: RopeType
@@ -154,6 +170,8 @@ class RopeConfig:
     base: float
     values: Mapping[str, Any] = field(default_factory=dict)
     ladder: Tensor = field(default_factory=lambda: torch.ones(0, dtype=_F64, device=_CPU))
+    sections: tuple[int, ...] | None = None
+    interleaved: bool = False
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -177,6 +195,26 @@ class RopeConfig:
     def trained_length(self) -> int | None:
         """Up to which length the frequencies are those of ``seq_len=None``, if they vary."""
         return self.rope_type.trained_length(self) if self.rope_type.trained_length else None
+
+    def pair_axes(self) -> tuple[int, ...] | None:
+        """The position axis (0 = t, 1 = h, 2 = w) of each rotated pair; None for 1-D RoPE.
+
+        Chunked (Qwen2-VL): the first ``sections[0]`` pairs turn with t, the next
+        ``sections[1]`` with h, then w (section ``i`` with axis ``i % 3``, as Hugging
+        Face's ``split``). Interleaved (Qwen3-VL): pair ``k`` turns with h when
+        ``k % 3 == 1`` and ``k < 3 · sections[1]``, with w when ``k % 3 == 2`` and
+        ``k < 3 · sections[2]``, else with t.
+        """
+        if self.sections is None:
+            return None
+        if not self.interleaved:
+            return tuple(i % 3 for i, n in enumerate(self.sections) for _ in range(n))
+        pairs = sum(self.sections)
+        _, h, w = self.sections
+        return tuple(
+            1 if k % 3 == 1 and k < 3 * h else 2 if k % 3 == 2 and k < 3 * w else 0
+            for k in range(pairs)
+        )
 
 
 @dataclass(frozen=True)
@@ -454,17 +492,19 @@ RECORDS: dict[str, RopeType] = {
 #: Every ``rope_type`` that :func:`parse` accepts.
 ROPE_TYPES: tuple[str, ...] = tuple(RECORDS)
 
+#: Keys of schemes posenc does not build yet: refused rather than ignored (none now:
+#: the multimodal keys are built, :data:`MULTIMODAL_KEYS`).
+NOT_BUILT: dict[str, str] = {}
+#: M-RoPE's keys, read beside every ``rope_type`` (Hugging Face composes them).
+MULTIMODAL_KEYS = frozenset({"mrope_section", "mrope_interleaved"})
+
 #: The keys of Hugging Face's ``RopeParameters`` (and the older ``type``, and the
 #: config field posenc asks to be copied in): accepted by every type, read by some.
 KNOWN_KEYS = frozenset(
     {"rope_type", "type", "rope_theta", "partial_rotary_factor"}
     | {key for record in RECORDS.values() for key in record.keys}
+    | MULTIMODAL_KEYS
 )
-#: Keys of schemes posenc does not build yet: refused rather than ignored.
-NOT_BUILT = {
-    "mrope_section": "Qwen2-VL's multimodal RoPE (M-RoPE)",
-    "mrope_interleaved": "Qwen3-VL's interleaved multimodal RoPE",
-}
 
 _WHERE_FROM = {
     "max_position_embeddings": (
@@ -590,4 +630,43 @@ def parse(scaling: object, head_dim: int, base: float) -> RopeConfig:
     # Proportional rotates the whole head, with the first share of its pairs turning.
     turning = int(fraction * head_dim // 2) if record.rotates_whole_head else rotary // 2
     pairs = torch.tensor(ladder(turning, base, float(rotary)), dtype=_F64, device=_CPU)
-    return RopeConfig(record, head_dim, config.rotary_dim, base, values, pairs)
+    sections, interleaved = _multimodal(given, name, config.rotary_dim // 2)
+    return RopeConfig(
+        record, head_dim, config.rotary_dim, base, values, pairs, sections, interleaved
+    )
+
+
+def _multimodal(
+    given: Mapping[str, Any], name: str, pairs: int
+) -> tuple[tuple[int, ...] | None, bool]:
+    """``mrope_section`` (three counts of pairs summing to the rotated pairs) and the flag."""
+    interleaved = given.get("mrope_interleaved", False)
+    if not isinstance(interleaved, bool):
+        raise TypeError(
+            f"{_where('mrope_interleaved', name)} must be a bool, got {_checks._show(interleaved)}"
+        )
+    if "mrope_section" not in given:
+        if interleaved:
+            raise ValueError(
+                f"{_where('mrope_interleaved', name)} is True but scaling has no "
+                "'mrope_section' (the pairs of t, h and w, e.g. [24, 20, 20] for Qwen3-VL)"
+            )
+        return None, False
+    section = given["mrope_section"]
+    if isinstance(section, Tensor):
+        section = section.tolist()
+    where = _where("mrope_section", name)
+    if not isinstance(section, (list, tuple)) or not all(
+        isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in section
+    ):
+        raise TypeError(
+            f"{where} must be a list of three ints (pairs of t, h, w), got "
+            f"{_checks._show(section)}"
+        )
+    counts = tuple(int(n) for n in section)
+    if len(counts) != 3 or min(counts) < 0 or sum(counts) != pairs:
+        raise ValueError(
+            f"{where} must be three ints >= 0 (the rotated pairs of t, h and w) summing to "
+            f"the rotated pairs, {pairs} (rotary dimension {2 * pairs} / 2), got {list(counts)}"
+        )
+    return counts, interleaved

@@ -40,7 +40,8 @@ from torch import Tensor
 from . import _checks, _distributed, _runtime, rope_config
 from ._rounding import round_once
 from ._tables import DerivedTables
-from .positions import Positions, resolve
+from .frequencies import ladder
+from .positions import AxisPositions, Positions, resolve, resolve_axes
 from .rope_config import ROPE_TYPES, RopeConfig
 
 __all__ = [
@@ -49,6 +50,7 @@ __all__ = [
     "RotaryEmbedding",
     "RotaryLayout",
     "apply_rotary",
+    "rope_attention_scale",
     "rope_frequencies",
 ]
 
@@ -79,11 +81,11 @@ def rope_frequencies(
     one record per type). Keys of Hugging Face's ``RopeParameters`` that the type
     does not read are ignored; a key no type reads warns, naming the nearest
     known one; the multimodal keys ``mrope_section`` and ``mrope_interleaved``
-    are refused, since posenc does not build multimodal RoPE yet; a
-    ``rope_theta`` key must equal ``base``. The default ladder
-    :math:`base^{-2k/d}` is correctly rounded (:func:`posenc.frequencies.ladder`),
-    and every scaling starts from it. With :math:`s` = ``factor`` and
-    :math:`L_0` the length the model was trained with:
+    (M-RoPE) are read by :class:`RotaryEmbedding`, which says which axis turns
+    each pair, and change no frequency; a ``rope_theta`` key must equal
+    ``base``. The default ladder :math:`base^{-2k/d}` is correctly rounded
+    (:func:`posenc.frequencies.ladder`), and every scaling starts from it. With
+    :math:`s` = ``factor`` and :math:`L_0` the length the model was trained with:
 
     - ``"default"``: :math:`\omega_k` as above.
     - ``"linear"`` (position interpolation, Chen et al., 2023): :math:`\omega_k / s`.
@@ -134,10 +136,11 @@ def rope_frequencies(
             nor an integer tensor, ``scaling`` is not a dict, or one of its
             values has the wrong type.
         ValueError: ``base <= 1``; ``seq_len`` is negative or not 0-d;
-            ``scaling`` lacks a key its type needs, names
-            an unknown ``rope_type``, has a ``rope_theta`` other than ``base``, a
-            multimodal key, or a value out of range (YaRN's ``beta_fast`` below
-            ``beta_slow``); the rotated dimension is odd.
+            ``scaling`` lacks a key its type needs, names an unknown
+            ``rope_type``, has a ``rope_theta`` other than ``base``, or a value
+            out of range (YaRN's ``beta_fast`` below ``beta_slow``, an
+            ``mrope_section`` that does not sum to the rotated pairs); the
+            rotated dimension is odd.
 
     Warns:
         UserWarning: ``scaling`` has a key that no ``rope_type`` reads.
@@ -178,6 +181,65 @@ def rope_frequencies(
     return config.frequencies(length, _CPU), config.attention_factor()
 
 
+def rope_attention_scale(qk_head_dim: int, scaling: dict[str, Any] | None = None) -> float:
+    r"""The softmax scale of attention with scaled RoPE: :math:`d^{-1/2}`, times YaRN's mscale².
+
+    DeepSeek-V2 and V3 (multi-head latent attention, MLA) scale their scores by
+    :math:`m^2 / \sqrt{d}`, with :math:`d` = ``qk_head_dim`` (the rotated and the
+    unrotated features of a query head together) and
+    :math:`m = 0.1\,m_{all} \ln s + 1` from ``factor`` :math:`s` and
+    ``mscale_all_dim`` :math:`m_{all}` (1 when :math:`s \le 1`), as their reference
+    code and Hugging Face's ``DeepseekV3Attention`` do for any ``rope_type`` but
+    "default". The cos and sin carry YaRN's own attention factor
+    (:attr:`RotaryEmbedding.attention_factor`, :math:`m / m_{all}`-shaped): the two
+    multiply, and dropping this one is a known bug (transformers 47435).
+
+    Args:
+        qk_head_dim: Features of a query (and key) head, d: ``qk_nope_head_dim +
+            qk_rope_head_dim`` for MLA.
+        scaling: None, or a ``rope_parameters`` dict (see :func:`rope_frequencies`).
+
+    Returns:
+        The factor on :math:`q \cdot k`.
+
+    Raises:
+        TypeError: ``qk_head_dim`` is not an int, ``scaling`` is not a dict, or
+            ``factor`` or ``mscale_all_dim`` is not a number.
+        ValueError: ``mscale_all_dim`` is given without ``factor``, or a value is
+            out of range.
+
+    Example:
+        DeepSeek-V3's configuration: 128 + 64 features per head, YaRN by 40.
+
+        >>> v3 = {"rope_type": "yarn", "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0,
+        ...       "original_max_position_embeddings": 4096}
+        >>> round(rope_attention_scale(192, v3), 6), round(192**-0.5, 6)
+        (0.135234, 0.072169)
+    """
+    d = _checks.positive_int("qk_head_dim", qk_head_dim)
+    scale: float = float(d) ** -0.5  # as the peers: qk_head_dim ** (-0.5)
+    if scaling is None:
+        return scale
+    if not isinstance(scaling, dict):
+        raise TypeError(
+            "scaling must be None or a dict in Hugging Face's rope_parameters format, got "
+            f"{_checks._show(scaling)}"
+        )
+    name = scaling.get("rope_type", scaling.get("type", "default"))
+    all_dim = scaling.get("mscale_all_dim")
+    if name == "default" or not all_dim:
+        return scale
+    all_dim = rope_config.real("mscale_all_dim", all_dim, str(name), 0)
+    if scaling.get("factor") is None:
+        raise ValueError(
+            f"scaling has mscale_all_dim={all_dim} but no 'factor' (rope_type={name!r}): "
+            "the attention scale is (0.1 * mscale_all_dim * ln(factor) + 1)**2 / sqrt(d)"
+        )
+    s = rope_config.number("factor", scaling["factor"], str(name), 0)
+    m = 1.0 if s <= 1 else 0.1 * all_dim * math.log(s) + 1.0
+    return float(scale * m * m)
+
+
 # -- Tables: cos and sin of position × frequency -----------------------------------------
 
 # Angles per float64 slice of a large table: 32 MB of temporaries per array.
@@ -185,32 +247,35 @@ _CHUNK = 1 << 22
 
 
 def _cos_sin(
-    positions: Tensor, freqs: Tensor, factor: float, dtype: torch.dtype
+    positions: Tensor, freqs: Tensor, factor: float, dtype: torch.dtype, *, paired: bool = False
 ) -> tuple[Tensor, Tensor]:
     """``factor · cos`` and ``factor · sin`` of ``positions × freqs``, from float64, rounded once.
 
     ``positions`` is int64 of any shape; the result has one more dimension, the pairs.
+    With ``paired``, ``positions`` already ends in the pairs (one position per pair, on
+    axes) and the result has its shape.
     """
 
     def tables(pos: Tensor) -> tuple[Tensor, Tensor]:
-        angles = pos.to(_F64).unsqueeze(-1) * freqs
+        angles = pos.to(_F64) * freqs if paired else pos.to(_F64).unsqueeze(-1) * freqs
         cos, sin = torch.cos(angles), torch.sin(angles)
         if factor != 1.0:
             cos, sin = cos * factor, sin * factor
         return round_once(cos, dtype), round_once(sin, dtype)
 
     pairs = freqs.shape[-1]
-    if positions.numel() * pairs <= _CHUNK:
+    shape = positions.shape[:-1] if paired else positions.shape
+    if positions.numel() * (1 if paired else pairs) <= _CHUNK:
         return tables(positions)
-    flat = positions.reshape(-1)
-    shape = (flat.numel(), pairs)
-    what = lambda: f"rotary tables of {flat.numel()} positions × {pairs} pairs"  # noqa: E731
-    cos = _runtime.empty(shape, dtype, positions.device, what)
-    sin = _runtime.empty(shape, dtype, positions.device, what)
+    flat = positions.reshape(-1, pairs) if paired else positions.reshape(-1)
+    rows = (flat.shape[0], pairs)
+    what = lambda: f"rotary tables of {flat.shape[0]} positions × {pairs} pairs"  # noqa: E731
+    cos = _runtime.empty(rows, dtype, positions.device, what)
+    sin = _runtime.empty(rows, dtype, positions.device, what)
     step = max(1, _CHUNK // pairs)
-    for start in range(0, flat.numel(), step):
+    for start in range(0, flat.shape[0], step):
         cos[start : start + step], sin[start : start + step] = tables(flat[start : start + step])
-    return cos.view(*positions.shape, pairs), sin.view(*positions.shape, pairs)
+    return cos.view(*shape, pairs), sin.view(*shape, pairs)
 
 
 # -- The rotation ------------------------------------------------------------------------
@@ -403,6 +468,21 @@ class RotaryEmbedding(DerivedTables):
     + 1 (over the batch), as Hugging Face does when a sequence grows; nothing is
     remembered between calls.
 
+    Positions on axes (the guide's "Positions on axes"): with ``axes=(d_0, ...,
+    d_{A-1})`` the first ``d_0`` rotated features turn with the position on axis
+    0 at the frequencies :math:`base^{-2k/d_0}`, the next ``d_1`` with axis 1 at
+    :math:`base^{-2k/d_1}`, and so on (FLUX, HunyuanVideo, Wan and Qwen-Image
+    with ``layout="interleaved"``; the vision towers' "axial" form with
+    ``axes=(D/2, D/2)`` and ``layout="half"``). A ``scaling`` with
+    ``mrope_section`` (Qwen2-VL, Qwen2.5-VL: chunked) or also
+    ``mrope_interleaved`` (Qwen3-VL) builds multimodal RoPE: the pairs of one
+    ladder shared among the axes t, h and w. Either takes positions ``(A, L)``
+    or ``(A, B, L)`` (see :func:`~posenc.positions.resolve_axes`), and an
+    ``offset`` or ``(L,)`` / ``(B, L)`` positions as one stream on every axis,
+    which is 1-D RoPE bit for bit for M-RoPE. The tables are the same
+    ``max_len`` rows, one column per pair: a grid's cos and sin are gathered from
+    them, never recomputed, while every position lies in ``[0, max_len)``.
+
     Args:
         head_dim: Features per head, D; even, unless ``partial_rotary_factor``
             rotates an even part of it.
@@ -411,20 +491,26 @@ class RotaryEmbedding(DerivedTables):
             GPT-NeoX, LLaMA, Hugging Face) or ``"interleaved"`` (``2k`` with
             ``2k + 1``: GPT-J, Meta's LLaMA code). :ref:`guide-rotary` shows
             the permutation that moves a checkpoint from one to the other.
-        scaling: None, or a ``rope_parameters`` dict (see :func:`rope_frequencies`).
+        scaling: None, or a ``rope_parameters`` dict (see :func:`rope_frequencies`),
+            M-RoPE's ``mrope_section`` and ``mrope_interleaved`` keys included.
         max_len: Number of positions whose cos and sin are precomputed.
+        axes: None, or the rotated features of each position axis, ``(d_0, ...)``:
+            even ints summing to ``head_dim``; each axis its own ladder
+            :math:`base^{-2k/d_a}`. Not with a ``scaling``.
 
     Attributes:
         rotary_dim: Number of features rotated (the first ones); the others
             pass unchanged.
         attention_factor: The factor on cos and sin (YaRN, LongRoPE; else 1).
+        n_axes: Number of position axes A: 1, ``len(axes)``, or 3 for M-RoPE.
 
     Shapes:
         - x: ``(..., L, D)``, the sequence on dim -2: ``(B, H, L, D)`` as in
           Hugging Face, ``(B, L, D)`` or ``(L, D)``; any floating dtype
         - offset: int, or ``(B,)`` integer tensor, B = ``x.shape[0]``
         - positions: ``(L,)`` or ``(B, L)`` integer tensor; per-sequence rows
-          broadcast over the dimensions between B and L (the heads)
+          broadcast over the dimensions between B and L (the heads); on axes also
+          ``(A, L)`` or ``(A, B, L)``
         - output: same shape and dtype as ``x``
 
     Example:
@@ -453,6 +539,17 @@ class RotaryEmbedding(DerivedTables):
         >>> x = torch.randn(1, 1, 3, 64, dtype=torch.bfloat16)
         >>> torch.equal(rope.bfloat16()(x, offset=100_000), rope(x, offset=100_000))
         True
+
+        On two axes, an image's rows and columns (positions from
+        :func:`~posenc.grid_positions`):
+
+        >>> from posenc import grid_positions
+        >>> axial = RotaryEmbedding(64, axes=(32, 32))
+        >>> axial
+        RotaryEmbedding(head_dim=64, max_len=4096, axes=(32, 32))
+        >>> patches = torch.randn(1, 8, 12, 64)                # a 3 × 4 grid
+        >>> axial(patches, positions=grid_positions(3, 4)).shape
+        torch.Size([1, 8, 12, 64])
     """
 
     _cos: Tensor
@@ -467,6 +564,7 @@ class RotaryEmbedding(DerivedTables):
         layout: RotaryLayout = "half",
         scaling: dict[str, Any] | None = None,
         max_len: int = 4096,
+        axes: tuple[int, ...] | list[int] | None = None,
     ) -> None:
         super().__init__()
         self.head_dim: int = _checks.positive_int("head_dim", head_dim)
@@ -482,6 +580,22 @@ class RotaryEmbedding(DerivedTables):
         self._freqs: Tensor = self._config.frequencies()
         # For dynamic and longrope: the length up to which the frequencies are _freqs.
         self._trained: int | None = self._config.trained_length()
+        self.axes: tuple[int, ...] | None = _checks.rotary_axes(axes, self.head_dim, scaling)
+        pair_axes = self._config.pair_axes()
+        if self.axes is not None:  # each axis its own ladder base ** (-2k / d_a)
+            self._freqs = torch.tensor(
+                [w for d in self.axes for w in ladder(d // 2, self.base, float(d))],
+                dtype=_F64,
+                device=_CPU,
+            )
+            pair_axes = tuple(a for a, d in enumerate(self.axes) for _ in range(d // 2))
+        # The axis of each rotated pair (int64, on the CPU, a plain attribute); None: 1-D.
+        self._pair_axes: Tensor | None = (
+            None if pair_axes is None else torch.tensor(pair_axes, dtype=torch.int64, device=_CPU)
+        )
+        self.n_axes: int = (
+            len(self.axes) if self.axes else 3 if self._config.sections is not None else 1
+        )
         self._register_tables()
 
     def _table_shapes(self) -> tuple[tuple[int, ...], ...]:
@@ -532,6 +646,12 @@ class RotaryEmbedding(DerivedTables):
             parts.append(f"rope_type={self._config.rope_type.name!r}")
         if self.rotary_dim != self.head_dim:
             parts.append(f"rotary_dim={self.rotary_dim}")
+        if self.axes is not None:
+            parts.append(f"axes={self.axes}")
+        if self._config.sections is not None:
+            parts.append(f"mrope_section={list(self._config.sections)}")
+            if self._config.interleaved:
+                parts.append("mrope_interleaved=True")
         return ", ".join(parts)
 
     def cos_sin(
@@ -558,7 +678,8 @@ class RotaryEmbedding(DerivedTables):
         Args:
             length: Number of tokens, L.
             offset: Position of the first token: an int, or one per sequence.
-            positions: The position of every token; excludes ``offset``.
+            positions: The position of every token; excludes ``offset``. On
+                axes also ``(A, L)`` or ``(A, B, L)``.
             batch: Batch size B, to check per-sequence ``offset`` and
                 ``positions`` against; None for shared positions only.
             seq_len: The length the frequencies depend on, as in :meth:`forward`.
@@ -591,13 +712,28 @@ class RotaryEmbedding(DerivedTables):
         length = _checks.nonnegative_int("length", length)
         dtype = _checks.floating_dtype("dtype", self._dtype if dtype is None else dtype)
         device = self._cos.device if device is None else torch.device(device)
-        where = resolve(length, offset=offset, positions=positions, batch=batch)
+        where = self._resolve(length, offset, positions, batch, None)
         cos, sin = self._fresh(*self._rows(where, dtype, device, _checks.seq_len(seq_len)))
         return cos, sin
 
+    def _resolve(
+        self,
+        length: int,
+        offset: int | Tensor,
+        positions: Tensor | None,
+        batch: int | None,
+        device: torch.device | None,
+    ) -> Positions | AxisPositions:
+        """The positions of a call: :func:`resolve`, or :func:`resolve_axes` on axes."""
+        if self._pair_axes is None:
+            return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
+        return resolve_axes(
+            length, self.n_axes, offset=offset, positions=positions, batch=batch, device=device
+        )
+
     def _rows(
         self,
-        where: Positions,
+        where: Positions | AxisPositions,
         dtype: torch.dtype,
         device: torch.device,
         seq_len: int | None = None,
@@ -611,7 +747,19 @@ class RotaryEmbedding(DerivedTables):
         """
         limit = self.max_len if self._trained is None else min(self.max_len, self._trained)
         long = seq_len is not None and self._trained is not None and seq_len > self._trained
-        if self._serves(dtype, device) and where.within(limit) and not long:
+        serves = self._serves(dtype, device) and where.within(limit) and not long
+        if isinstance(where, AxisPositions):  # one position per pair: its axis's
+            assert self._pair_axes is not None
+            if serves:
+                return where.take(self._cos, self._pair_axes), where.take(
+                    self._sin, self._pair_axes
+                )
+            work = _runtime.work_device(device)
+            freqs = self._frequencies(where, work, seq_len)
+            per_pair = where.per_pair(self._pair_axes.to(where.values.device)).to(work)
+            cos, sin = _cos_sin(per_pair, freqs, self.attention_factor, dtype, paired=True)
+            return cos.to(device), sin.to(device)
+        if serves:
             return where.take(self._cos), where.take(self._sin)
         work = _runtime.work_device(device)
         freqs = self._frequencies(where, work, seq_len)
@@ -619,7 +767,7 @@ class RotaryEmbedding(DerivedTables):
         return cos.to(device), sin.to(device)
 
     def _frequencies(
-        self, where: Positions, device: torch.device, given: int | None = None
+        self, where: Positions | AxisPositions, device: torch.device, given: int | None = None
     ) -> Tensor:
         """The frequencies for this call: fixed, or from its length for dynamic and longrope.
 
@@ -656,6 +804,8 @@ class RotaryEmbedding(DerivedTables):
             positions: Integer tensor ``(L,)`` or ``(B, L)`` (B may be 1) with
                 the position of every token, e.g. from
                 :func:`~posenc.positions_from_mask`; any integers, any integer dtype.
+                On axes also ``(A, L)`` or ``(A, B, L)``, axes first (e.g. from
+                :func:`~posenc.grid_positions` or :func:`~posenc.multimodal_positions`).
             seq_len: The length the frequencies depend on ("dynamic" and
                 "longrope"; ignored by the other types): by default the largest
                 position + 1. Under context parallelism each rank holds part of
@@ -674,9 +824,7 @@ class RotaryEmbedding(DerivedTables):
         """
         x = _checks.rotary_input(x, self.head_dim)
         batch = x.shape[0] if x.dim() >= 3 else None
-        where = resolve(
-            x.shape[-2], offset=offset, positions=positions, batch=batch, device=x.device
-        )
+        where = self._resolve(x.shape[-2], offset, positions, batch, x.device)
         length = _checks.seq_len(seq_len)
         cos, sin = self._rows(where, self._storage_dtype(x.dtype), x.device, length)
         if cos.dim() == 3 and x.dim() > 3:  # one row per sequence: broadcast over the heads

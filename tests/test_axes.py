@@ -1,0 +1,619 @@
+"""Positions on axes: multi-axis RoPE, multimodal RoPE (M-RoPE) and their position ids.
+
+The references here are written from the published descriptions, independently of
+posenc's code: FLUX / HunyuanVideo / Wan's per-axis ladders (each axis ``a`` its own
+``base ** (-2j / d_a)``, its features following the previous axis's), Qwen2-VL's
+M-RoPE (Wang et al., 2024: one ladder, its pairs split into bands for t, h and w) and
+Qwen3-VL's interleaved allocation (pairs cycling t, h, w). The peers' own code is in
+tests/peers/test_axes_peers.py.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+import pytest
+import torch
+from reference import CountingBackend
+from torch import Tensor, nn
+
+import posenc
+from posenc import (
+    RotaryEmbedding,
+    grid_positions,
+    multimodal_positions,
+    rope_attention_scale,
+)
+from posenc import rotary as rotary_module
+from posenc.positions import AxisPositions, Positions, resolve_axes
+
+FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+QWEN2 = {"rope_type": "default", "mrope_section": [4, 6, 6]}  # 32 features, 16 pairs
+QWEN3 = {"rope_type": "default", "mrope_section": [6, 5, 5], "mrope_interleaved": True}
+
+
+@pytest.fixture(autouse=True)
+def _seed() -> None:
+    torch.manual_seed(0)
+
+
+# -- Independent references -------------------------------------------------------------
+
+
+def axes_reference(
+    x: Tensor, positions: Tensor, axes: tuple[int, ...], base: float, layout: str
+) -> Tensor:
+    """Multi-axis RoPE in float64: pair k of axis a turns by p_a · base**(-2j/d_a)."""
+    freqs, owner = [], []
+    for a, d in enumerate(axes):
+        for j in range(d // 2):
+            freqs.append(base ** (-2 * j / d))
+            owner.append(a)
+    return pairs_reference(x, positions, torch.tensor(freqs, dtype=torch.float64), owner, layout)
+
+
+def pairs_reference(
+    x: Tensor, positions: Tensor, freqs: Tensor, owner: list[int], layout: str
+) -> Tensor:
+    """Rotate pair k of ``x`` (float64) by ``positions[owner[k]] * freqs[k]``.
+
+    ``positions`` is ``(A, L)``; ``x`` is ``(..., L, D)``.
+    """
+    x = x.double()
+    h = len(owner)
+    angles = torch.stack([positions[a].double() * freqs[k] for k, a in enumerate(owner)], -1)
+    cos, sin = angles.cos(), angles.sin()
+    if layout == "half":
+        first, second = x[..., :h], x[..., h : 2 * h]
+    else:
+        first, second = x[..., 0 : 2 * h : 2], x[..., 1 : 2 * h : 2]
+    new_first = first * cos - second * sin
+    new_second = second * cos + first * sin
+    out = x.clone()
+    if layout == "half":
+        out[..., :h], out[..., h : 2 * h] = new_first, new_second
+    else:
+        out[..., 0 : 2 * h : 2], out[..., 1 : 2 * h : 2] = new_first, new_second
+    return out
+
+
+def mrope_owner(sections: list[int], interleaved: bool) -> list[int]:
+    """The axis of each pair: bands (Qwen2-VL) or t, h, w cycling (Qwen3-VL).
+
+    Qwen3-VL's code overwrites the pairs 1, 4, 7, ... below 3 · sections[1] with h and
+    2, 5, 8, ... below 3 · sections[2] with w; t keeps the others.
+    """
+    t, h, w = sections
+    if not interleaved:
+        return [0] * t + [1] * h + [2] * w
+    owner = [0] * (t + h + w)
+    for k in range(1, 3 * h, 3):
+        if k < len(owner):
+            owner[k] = 1
+    for k in range(2, 3 * w, 3):
+        if k < len(owner):
+            owner[k] = 2
+    return owner
+
+
+def mixed_positions(length: int, axes: int = 3, low: int = -50, high: int = 300) -> Tensor:
+    return torch.randint(low, high, (axes, length))
+
+
+# -- Multi-axis RoPE ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "half"])
+@pytest.mark.parametrize(
+    ("axes", "base"), [((8, 12, 12), 10_000.0), ((16, 8, 8), 256.0), ((16, 16), 10_000.0)]
+)
+def test_each_axis_turns_its_features_by_its_own_ladder(
+    layout: str, axes: tuple[int, ...], base: float
+) -> None:
+    rope = RotaryEmbedding(sum(axes), base=base, layout=layout, max_len=64, axes=axes)
+    x = torch.randn(4, 3, 40, sum(axes), dtype=torch.float64)  # B = 4: not A
+    positions = mixed_positions(40, len(axes))  # negative, in the table and past it
+    want = axes_reference(x, positions, axes, base, layout)
+    torch.testing.assert_close(rope(x, positions=positions), want, rtol=0, atol=1e-12)
+    per_sequence = torch.stack([positions, positions.flip(-1)] * 2, dim=1)  # (A, B, L)
+    got = rope(x, positions=per_sequence)
+    torch.testing.assert_close(
+        got[1], axes_reference(x[1], positions.flip(-1), axes, base, layout)
+    )
+
+
+def test_axial_is_two_axes_in_their_order() -> None:
+    # The vision towers' axial form: the first half of the pairs turn with the row,
+    # the second half with the column, each at base ** (-2j / (D / 2)).
+    rope = RotaryEmbedding(16, axes=(8, 8))
+    x = torch.randn(6, 16, dtype=torch.float64)
+    rows = grid_positions(2, 3)
+    got = rope(x, positions=rows)
+    swapped = rope(x, positions=rows.flip(0))
+    assert not torch.allclose(got, swapped)
+    torch.testing.assert_close(got, axes_reference(x, rows, (8, 8), 10_000.0, "half"))
+
+
+def _score(rope: RotaryEmbedding, q: Tensor, k: Tensor, pq: Tensor, pk: Tensor) -> Tensor:
+    return (rope(q, positions=pq) * rope(k, positions=pk)).sum(-1)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RotaryEmbedding(32, layout="interleaved", max_len=64, axes=(8, 12, 12)),
+        lambda: RotaryEmbedding(32, max_len=64, scaling=QWEN2),
+        lambda: RotaryEmbedding(32, max_len=64, scaling=QWEN3),
+    ],
+    ids=["axes", "mrope", "mrope-interleaved"],
+)
+def test_scores_depend_only_on_the_per_axis_differences(
+    make: Callable[[], RotaryEmbedding],
+) -> None:
+    rope = make().double()
+    q, k = torch.randn(20, 32, dtype=torch.float64), torch.randn(20, 32, dtype=torch.float64)
+    pq, pk = mixed_positions(20), mixed_positions(20)
+    score = _score(rope, q, k, pq, pk)
+    # Each axis shifted by its own amount, into and past the table: nothing changes.
+    shift = torch.tensor([[7], [-3_000], [100_000]])
+    torch.testing.assert_close(
+        _score(rope, q, k, pq + shift, pk + shift), score, rtol=1e-9, atol=1e-9
+    )
+    # One axis's difference changed: the score changes (each axis is seen).
+    for axis in range(3):
+        moved = pk.clone()
+        moved[axis] += 5
+        assert not torch.allclose(_score(rope, q, k, pq, moved), score, atol=1e-6), axis
+
+
+def test_a_grid_is_gathered_from_the_table_not_recomputed(monkeypatch: pytest.MonkeyPatch) -> None:
+    rope = RotaryEmbedding(32, layout="interleaved", max_len=64, axes=(8, 12, 12))
+    x = torch.randn(1, 2, 48, 32)
+    grid = torch.cat([torch.zeros(1, 48, dtype=torch.long), grid_positions(6, 8)])
+    calls: list[int] = []
+    real = rotary_module._cos_sin
+
+    def counting(*args: object, **kwargs: object) -> tuple[Tensor, Tensor]:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rotary_module, "_cos_sin", counting)
+    served = rope(x, positions=grid)
+    assert calls == []  # gathered from the table built once
+    rope(x, positions=grid + 64)  # past the table: computed
+    assert calls == [1]
+    # A table of one row serves nothing: the computed rows are the gathered ones.
+    small = RotaryEmbedding(32, layout="interleaved", max_len=1, axes=(8, 12, 12))
+    _same(served, small(x, positions=grid))
+
+
+# -- M-RoPE -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scaling", [QWEN2, QWEN3], ids=["chunked", "interleaved"])
+def test_m_rope_allocates_one_ladder_among_the_axes(scaling: dict[str, object]) -> None:
+    rope = RotaryEmbedding(32, base=1_000_000.0, max_len=64, scaling=scaling)
+    sections = scaling["mrope_section"]
+    owner = mrope_owner(sections, bool(scaling.get("mrope_interleaved")))  # type: ignore[arg-type]
+    freqs = torch.tensor([1_000_000.0 ** (-2 * k / 32) for k in range(16)], dtype=torch.float64)
+    x = torch.randn(2, 30, 32, dtype=torch.float64)
+    positions = mixed_positions(30)
+    want = pairs_reference(x, positions, freqs, owner, "half")
+    torch.testing.assert_close(rope.double()(x, positions=positions), want, rtol=0, atol=1e-12)
+
+
+SCALINGS = [
+    {"rope_type": "default"},
+    {"rope_type": "linear", "factor": 2.0},
+    {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
+    {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 32},
+]
+
+
+@pytest.mark.parametrize("scaling", SCALINGS, ids=lambda s: s["rope_type"])
+@pytest.mark.parametrize("interleaved", [False, True], ids=["chunked", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_text_only_m_rope_is_1d_rope_bit_for_bit(
+    scaling: dict[str, object], interleaved: bool, dtype: torch.dtype
+) -> None:
+    sections: dict[str, object] = {"mrope_section": [4, 6, 6]}
+    if interleaved:
+        sections["mrope_interleaved"] = True
+    mrope = RotaryEmbedding(32, max_len=64, scaling={**scaling, **sections})
+    plain = RotaryEmbedding(32, max_len=64, scaling=scaling)
+    x = torch.randn(2, 4, 50, 32, dtype=dtype)
+    for start in (0, 40, 5_000):  # in the table, across its end, past it
+        steps = torch.arange(50) + start
+        streams = steps.expand(3, 2, 50)
+        _same(mrope(x, positions=streams), plain(x, positions=steps))
+        _same(mrope(x, positions=steps.expand(2, 50)), plain(x, positions=steps))
+        _same(mrope(x, offset=start), plain(x, offset=start))
+        _same(mrope(x, offset=torch.tensor([start, 3])), plain(x, offset=torch.tensor([start, 3])))
+    assert mrope.attention_factor == plain.attention_factor
+
+
+def _same(got: Tensor, want: Tensor) -> None:
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_decoding_with_the_deltas_equals_the_whole_sequence() -> None:
+    # Two rows, the second left-padded, each with its own image; then 4 generated tokens.
+    rope = RotaryEmbedding(32, max_len=64, scaling=QWEN3)
+    prompt_types = torch.tensor(
+        [[0, 0, 1, 1, 1, 1, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1, 1, 1, 0, 0]], dtype=torch.int32
+    )
+    mask = torch.tensor([[1] * 10, [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]])
+    grids = torch.tensor([[1, 4, 6], [1, 4, 4]])
+    generated = 4
+    types = torch.cat([prompt_types, torch.zeros(2, generated, dtype=torch.int32)], 1)
+    full_mask = torch.cat([mask, torch.ones(2, generated, dtype=torch.long)], 1)
+    whole, _ = multimodal_positions(types, image_grid_thw=grids, attention_mask=full_mask)
+    _, deltas = multimodal_positions(prompt_types, image_grid_thw=grids, attention_mask=mask)
+    x = torch.randn(2, 3, 10 + generated, 32)
+    everything = rope(x, positions=whole)
+    _same(rope(x[:, :, :10], positions=whole[:, :, :10]), everything[:, :, :10])
+    real = mask.sum(-1)
+    for step in range(generated):
+        token = x[:, :, 10 + step : 11 + step]
+        got = rope(token, offset=real + step + deltas[:, 0])
+        _same(got, everything[:, :, 10 + step : 11 + step])
+
+
+@pytest.mark.parametrize("cast_to", FLOATS)
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RotaryEmbedding(32, layout="interleaved", max_len=64, axes=(8, 12, 12)),
+        lambda: RotaryEmbedding(32, max_len=64, scaling=QWEN3),
+    ],
+    ids=["axes", "mrope"],
+)
+def test_a_cast_module_is_a_fresh_one_on_axes(
+    cast_to: torch.dtype, make: Callable[[], RotaryEmbedding]
+) -> None:
+    cast, fresh = make().to(cast_to), make()
+    positions = mixed_positions(70, low=-10, high=200)  # inside and past the 64 rows
+    for dtype in FLOATS:
+        x = torch.randn(2, 70, 32, dtype=dtype)
+        _same(cast(x, positions=positions), fresh(x, positions=positions))
+        inside = positions.clamp(0, 63)
+        _same(cast(x, positions=inside), fresh(x, positions=inside))
+
+
+def test_bf16_on_axes_is_one_rounding_of_the_exact_rotation() -> None:
+    axes = (8, 12, 12)
+    rope = RotaryEmbedding(32, layout="interleaved", max_len=64, axes=axes).bfloat16()
+    x = torch.randn(4, 200, 32).bfloat16()
+    positions = torch.randint(0, 2**20, (3, 200))
+    exact = axes_reference(x, positions, axes, 10_000.0, "interleaved")
+    got = rope(x, positions=positions).double()
+    # Within one bf16 ulp of the exact value (2**-7 relative at most, and a floor for ~0).
+    ulp = exact.abs().clamp(min=2**-20).log2().floor().exp2() * 2**-7
+    assert bool(((got - exact).abs() <= ulp).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.uint8, torch.int16, torch.int32, torch.uint64])
+def test_axis_positions_of_every_integer_dtype_equal_int64(dtype: torch.dtype) -> None:
+    rope = RotaryEmbedding(32, max_len=64, scaling=QWEN2)
+    x = torch.randn(2, 20, 32)
+    positions = torch.randint(0, 120, (3, 2, 20))
+    _same(rope(x, positions=positions.to(dtype)), rope(x, positions=positions))
+
+
+def test_on_the_meta_device_nothing_is_read() -> None:
+    with torch.device("meta"):
+        rope = RotaryEmbedding(32, max_len=64, scaling=QWEN3)
+        x = torch.empty(2, 4, 9, 32)
+        positions = torch.empty(3, 2, 9, dtype=torch.long)
+    out = rope(x, positions=positions)
+    assert out.is_meta
+    assert out.shape == x.shape
+
+
+# -- Compile and export -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scaling", [QWEN2, QWEN3], ids=["chunked", "interleaved"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_m_rope_equals_eager_bit_for_bit_in_two_graphs(
+    scaling: dict[str, object], dtype: torch.dtype
+) -> None:
+    rope = RotaryEmbedding(32, max_len=64, scaling=scaling).eval()
+    for keyword in ("positions", "offset"):
+        torch._dynamo.reset()
+        backend = CountingBackend()
+        compiled = torch.compile(rope, backend=backend, fullgraph=True, dynamic=True)
+        for length in (5, 9, 33, 100):  # within the table's 64 rows and past them
+            x = torch.randn(2, 4, length, 32, dtype=dtype)
+            where = torch.randint(0, 2 * length, (3, 2, length)) if keyword == "positions" else 3
+            _same(compiled(x, **{keyword: where}), rope(x, **{keyword: where}))
+        # Tensor positions are never read under compile (one graph); an int offset
+        # serves the table's rows or computes them (two).
+        assert backend.graphs == (1 if keyword == "positions" else 2), keyword
+
+
+# Inductor's CPU backend imports torch.utils.mkldnn, which warns about TorchScript.
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("scaling", [QWEN2, QWEN3], ids=["chunked", "interleaved"])
+def test_inductor_allocates_the_pairs_as_eager_does(scaling: dict[str, object]) -> None:
+    # vllm 40680: Inductor miscompiled an interleaved M-RoPE built by strided slice
+    # writes. posenc gathers each pair's position (index_select). Rotating the pairs
+    # (1, 0) gives (cos, sin) exactly, whatever products Inductor fuses: its tables are
+    # eager's, bit for bit; any input is within Inductor's usual ulps.
+    torch._dynamo.reset()
+    rope = RotaryEmbedding(32, max_len=64, scaling=scaling).eval()
+    compiled = torch.compile(rope, fullgraph=True, dynamic=True)
+    for length in (5, 9, 100):
+        positions = torch.randint(0, 3 * length, (3, 2, length))
+        unit = torch.zeros(2, 1, length, 32)
+        unit[..., :16] = 1.0  # every pair (x_k, x_{k+16}) = (1, 0)
+        _same(compiled(unit, positions=positions), rope(unit, positions=positions))
+        x = torch.randn(2, 4, length, 32)
+        torch.testing.assert_close(
+            compiled(x, positions=positions), rope(x, positions=positions), rtol=0, atol=2e-6
+        )
+
+
+def test_export_with_positions_on_axes() -> None:
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rope = RotaryEmbedding(32, layout="interleaved", max_len=64, axes=(8, 12, 12))
+
+        def forward(self, x: Tensor, positions: Tensor) -> Tensor:
+            out: Tensor = self.rope(x, positions=positions)
+            return out
+
+    model = Model().eval()
+    length = torch.export.Dim("L", min=2, max=512)
+    x, positions = torch.randn(2, 4, 8, 32), torch.randint(0, 50, (3, 2, 8))
+    program = torch.export.export(model, (x, positions), dynamic_shapes=({2: length}, {2: length}))
+    for n in (5, 70):
+        x, positions = torch.randn(2, 4, n, 32), torch.randint(-5, 300, (3, 2, n))
+        _same(program.module()(x, positions), model(x, positions))
+
+
+# -- Positions on axes: the rules ----------------------------------------------------------
+
+
+def test_resolve_axes_reads_every_form() -> None:
+    steps = torch.arange(4)
+    assert resolve_axes(4, 3, offset=2) == Positions(4, 2, None)
+    assert isinstance(resolve_axes(4, 3, positions=steps), Positions)
+    assert isinstance(resolve_axes(4, 3, positions=steps.expand(2, 4), batch=2), Positions)
+    on_axes = resolve_axes(4, 3, positions=steps.expand(3, 4), batch=2)
+    assert isinstance(on_axes, AxisPositions)
+    assert on_axes.values.shape == (3, 4)
+    per_sequence = resolve_axes(4, 3, positions=steps.expand(3, 2, 4), batch=2)
+    assert isinstance(per_sequence, AxisPositions)
+    assert per_sequence.values.shape == (3, 2, 4)
+    shared = resolve_axes(4, 3, positions=steps.expand(1, 2, 4), batch=2)
+    assert isinstance(shared, Positions)
+    assert shared.values is not None
+    assert resolve_axes(4, 2, positions=steps.expand(2, 4)).values.shape == (2, 4)  # unbatched
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        (
+            {"positions": torch.zeros(3, 4, dtype=torch.long), "batch": 3},
+            ValueError,
+            r"could be \(A, L\) for the 3 axes or \(B, L\) for the batch of 3",
+        ),
+        (
+            {"positions": torch.zeros(2, 2, 4, dtype=torch.long), "batch": 2},
+            ValueError,
+            r"shape \(A, L\) or \(A, B, L\) with A=3 and L=4, got shape \(2, 2, 4\)",
+        ),
+        (
+            {"positions": torch.zeros(3, 3, 4, dtype=torch.long), "batch": 2},
+            ValueError,
+            r"needs 3 sequences, but the input has a batch of B=2",
+        ),
+        ({"positions": torch.zeros(3, 4)}, TypeError, r"positions must be an integer tensor"),
+        (
+            {"positions": torch.zeros(3, 4, dtype=torch.long), "offset": 1},
+            ValueError,
+            r"give either offset or positions",
+        ),
+        (
+            {"positions": torch.tensor([[0, 0, 0, 2**62]] * 3)},
+            ValueError,
+            r"positions holds 4611686018427387904, which is outside",
+        ),
+        (
+            {"positions": torch.zeros(3, 4, dtype=torch.long), "device": "meta"},
+            ValueError,
+            r"positions must be on the device of the input \(meta\)",
+        ),
+    ],
+)
+def test_resolve_axes_refuses_what_it_cannot_read(
+    kwargs: dict[str, object], error: type, match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        resolve_axes(4, 3, **kwargs)  # type: ignore[arg-type]
+
+
+def test_the_module_refuses_ambiguous_and_misshapen_positions() -> None:
+    rope = RotaryEmbedding(32, max_len=64, scaling=QWEN2)
+    with pytest.raises(ValueError, match=re.escape("give positions.unsqueeze(1), (A, 1, L)")):
+        rope(torch.randn(3, 4, 32), positions=torch.zeros(3, 4, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"shape \(A, L\) or \(A, B, L\) with A=3 and L=5"):
+        rope(torch.randn(2, 5, 32), positions=torch.zeros(3, 2, 4, dtype=torch.long))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"axes": (8, 12, 10)}, ValueError, r"summing to head_dim=32, got \(8, 12, 10\)"),
+        ({"axes": (7, 13, 12)}, ValueError, r"an even number >= 2"),
+        ({"axes": ()}, ValueError, r"an even number >= 2"),
+        ({"axes": 32}, TypeError, r"axes must be None or a tuple of ints, got int"),
+        ({"axes": (8.0, 12, 12)}, TypeError, r"tuple of ints"),
+        (
+            {"axes": (8, 12, 12), "scaling": {"rope_type": "linear", "factor": 2.0}},
+            ValueError,
+            r"axes= takes no scaling",
+        ),
+        (
+            {"axes": (8, 12, 12), "scaling": QWEN2},
+            ValueError,
+            r"for M-RoPE give scaling with 'mrope_section' and no axes",
+        ),
+    ],
+)
+def test_axes_are_checked(kwargs: dict[str, object], error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        RotaryEmbedding(32, **kwargs)  # type: ignore[arg-type]
+
+
+def test_repr_and_cos_sin_on_axes() -> None:
+    rope = RotaryEmbedding(32, max_len=64, scaling=QWEN3)
+    assert repr(rope) == (
+        "RotaryEmbedding(head_dim=32, max_len=64, mrope_section=[6, 5, 5], mrope_interleaved=True)"
+    )
+    positions = mixed_positions(7, low=0, high=60)
+    cos, sin = rope.cos_sin(7, positions=positions)
+    assert cos.shape == (7, 16)
+    x = torch.randn(7, 32)
+    _same(posenc.apply_rotary(x, cos, sin), rope(x, positions=positions))
+    cos_b, _ = rope.cos_sin(7, positions=positions.expand(2, 3, 7).transpose(0, 1), batch=2)
+    assert cos_b.shape == (2, 7, 16)
+
+
+# -- grid_positions ---------------------------------------------------------------------
+
+
+def test_grid_positions_are_row_major_coordinates() -> None:
+    t, h, w = 2, 3, 4
+    got = grid_positions(t, h, w)
+    want = [(i, j, k) for i in range(t) for j in range(h) for k in range(w)]
+    assert got.dtype == torch.int64
+    assert got.T.tolist() == [list(c) for c in want]
+    centred = grid_positions(4, 5, offset=(-(4 - 4 // 2), -(5 - 5 // 2)))
+    assert centred[0].unique().tolist() == [-2, -1, 0, 1]
+    assert centred[1].unique().tolist() == [-3, -2, -1, 0, 1]
+    assert grid_positions(3, offset=7).tolist() == [[7, 8, 9]]
+    assert grid_positions(0, 5).shape == (2, 0)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error", "match"),
+    [
+        ((), {}, ValueError, "at least one axis"),
+        ((2, -1), {}, ValueError, r"sizes\[1\] must be an int >= 0, got -1"),
+        ((2, 2.0), {}, TypeError, r"sizes\[1\] must be an int"),
+        ((2, 2), {"offset": (1,)}, ValueError, "one int per axis"),
+        ((2, 2), {"offset": 1.5}, TypeError, "offset must be an int"),
+        ((2, 2), {"offset": (0, 2**62 - 1)}, ValueError, r"offset\[1\]=4611686018427387903"),
+        ((10**7, 10**7), {}, ValueError, r"needs .* more than the"),
+    ],
+)
+def test_grid_positions_refuse_bad_sizes(
+    args: tuple[object, ...], kwargs: dict[str, object], error: type, match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        grid_positions(*args, **kwargs)  # type: ignore[arg-type]
+
+
+# -- multimodal_positions ---------------------------------------------------------------
+
+
+def test_a_video_in_frames_seconds_and_timestamps() -> None:
+    # Qwen2-VL: a 3-frame 4 × 4 video (2 × 2 tokens a frame after the merge), then text.
+    video = torch.tensor([[3, 4, 4]])
+    types = torch.tensor([[0] + [2] * 12 + [0, 0]])
+    positions, deltas = multimodal_positions(types, video_grid_thw=video)
+    row = positions[:, 0]
+    assert row[0].tolist() == [0] + [1] * 4 + [2] * 4 + [3] * 4 + [3, 4]
+    assert row[1].tolist() == [0] + [1, 1, 2, 2] * 3 + [3, 4]
+    assert row[2].tolist() == [0] + [1, 2, 1, 2] * 3 + [3, 4]
+    assert deltas.tolist() == [[5 - 15]]
+    # Qwen2.5-VL: frame i at floor(i × tokens_per_second × seconds per grid).
+    seconds, _ = multimodal_positions(
+        types, video_grid_thw=video, temporal="seconds", tokens_per_second=2,
+        second_per_grid_ts=torch.tensor([1.25]),
+    )  # fmt: skip
+    assert seconds[0, 0].tolist() == [0] + [1] * 4 + [3] * 4 + [6] * 4 + [3, 4]
+    # In float32, as Hugging Face multiplies: frame 3 at 5/6 s and 2 tokens a second sits
+    # at 3 · 2 · float32(5/6) = 4.99999988, rounded to 5 in float32 (4 in float64).
+    four = torch.tensor([[0] + [2] * 16])
+    fives, _ = multimodal_positions(
+        four, video_grid_thw=torch.tensor([[4, 4, 4]]), temporal="seconds",
+        tokens_per_second=2, second_per_grid_ts=torch.tensor([5 / 6]),
+    )  # fmt: skip
+    assert fives[0, 0, 1::4].tolist() == [1, 2, 4, 6]
+    # Qwen3-VL: each frame its own grid, between timestamp text tokens.
+    stamped = torch.tensor([[0, 2, 2, 2, 2, 0, 2, 2, 2, 2, 0]])
+    ids, _ = multimodal_positions(
+        stamped, video_grid_thw=torch.tensor([[2, 4, 4]]), temporal="timestamps"
+    )
+    assert ids[0, 0].tolist() == [0, 1, 1, 1, 1, 3, 4, 4, 4, 4, 6]
+    assert ids[2, 0].tolist() == [0, 1, 2, 1, 2, 3, 4, 5, 4, 5, 6]
+
+
+def test_text_only_rows_are_arange_and_touching_images_take_a_grid_each() -> None:
+    positions, deltas = multimodal_positions(torch.zeros(2, 5, dtype=torch.long))
+    assert torch.equal(positions, torch.arange(5).expand(3, 2, 5))
+    assert deltas.tolist() == [[0], [0]]
+    touching = torch.tensor([[1, 1, 1, 1, 1, 1]])
+    ids, _ = multimodal_positions(touching, image_grid_thw=torch.tensor([[1, 4, 4], [1, 2, 4]]))
+    assert ids[2, 0].tolist() == [0, 1, 0, 1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("types", "kwargs", "error", "match"),
+    [
+        ([[0, 1, 1, 1]], {"image_grid_thw": [[1, 4, 4]]}, ValueError, "grids give 4"),
+        ([[0, 1, 1, 1, 1]], {}, ValueError, "more image tokens than image_grid_thw"),
+        (
+            [[0, 1, 1, 1, 1]],
+            {"image_grid_thw": [[1, 4, 4], [1, 4, 4]]},
+            ValueError,
+            "describes 2 grids, but token_types holds the tokens of 1",
+        ),
+        ([[0, 3]], {}, ValueError, r"0 \(text\), 1 \(image\) or 2 \(video\)"),
+        ([[0, 2, 2, 2, 2]], {"video_grid_thw": [[1, 4, 4]], "temporal": "seconds"},
+         ValueError, "needs tokens_per_second"),
+        ([[0, 0]], {"tokens_per_second": 2}, ValueError, "temporal='seconds'"),
+        ([[0, 0]], {"temporal": "minutes"}, ValueError, "temporal must be one of"),
+        ([[0, 0]], {"attention_mask": [[1.0, 1.0]]}, TypeError, "attention_mask"),
+        ([[0, 0]], {"attention_mask": [[1, 1, 1]]}, ValueError, "the shape of token_types"),
+        ([[0, 0]], {"image_grid_thw": [4, 4]}, ValueError, r"shape \(N, 3\)"),
+    ],
+)  # fmt: skip
+def test_multimodal_positions_refuse_what_does_not_match(
+    types: list[list[int]], kwargs: dict[str, object], error: type, match: str
+) -> None:
+    args = {k: torch.tensor(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+    with pytest.raises(error, match=match):
+        multimodal_positions(torch.tensor(types), **args)  # type: ignore[arg-type]
+
+
+def test_multimodal_positions_refuse_float_types() -> None:
+    with pytest.raises(TypeError, match="token_types"):
+        multimodal_positions(torch.zeros(1, 3))
+
+
+# -- MLA's softmax scale ----------------------------------------------------------------
+
+
+def test_rope_attention_scale_has_yarn_mscale_squared() -> None:
+    v3 = {"rope_type": "yarn", "factor": 40.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+          "original_max_position_embeddings": 4096}  # fmt: skip
+    m = 0.1 * 1.0 * math.log(40.0) + 1.0
+    assert rope_attention_scale(192, v3) == pytest.approx(m * m / math.sqrt(192), rel=1e-15)
+    assert rope_attention_scale(192) == 192**-0.5
+    assert rope_attention_scale(192, {"rope_type": "yarn", "factor": 40.0}) == 192**-0.5
+    assert rope_attention_scale(192, {**v3, "factor": 1.0}) == 192**-0.5
+    assert rope_attention_scale(192, {**v3, "rope_type": "default"}) == 192**-0.5
+    with pytest.raises(ValueError, match="no 'factor'"):
+        rope_attention_scale(192, {"rope_type": "yarn", "mscale_all_dim": 1.0})
+    with pytest.raises(TypeError, match="qk_head_dim must be an int"):
+        rope_attention_scale(192.0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="scaling must be None or a dict"):
+        rope_attention_scale(192, [("rope_type", "yarn")])  # type: ignore[arg-type]
