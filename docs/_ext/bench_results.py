@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from docutils import nodes
 from docutils.parsers.rst import directives
@@ -181,7 +182,10 @@ class BenchChart(SphinxDirective):
     """
 
     required_arguments = 1
-    option_spec = {"cases": directives.unchanged_required, "allocator": directives.unchanged}
+    option_spec: ClassVar[dict[str, Callable[[str], str]]] = {
+        "cases": directives.unchanged_required,
+        "allocator": directives.unchanged,
+    }
     has_content = False
 
     def run(self) -> list[nodes.Node]:
@@ -195,14 +199,16 @@ class BenchChart(SphinxDirective):
             cases = [by_name[name] for name in names]
             ratios = [case["allocators"][allocator]["vs_floor"] for case in cases]
         except KeyError as exc:
-            raise self.error(f"bench-chart: {exc!r} is not in the saved run ({path.name})")
+            raise self.error(
+                f"bench-chart: {exc!r} is not in the saved run ({path.name})"
+            ) from exc
         top = max([*ratios, 1.0])
 
         def pct(value: float) -> str:
             return f"{100 * value / top:.1f}%"
 
         rows = []
-        for case, ratio in zip(cases, ratios):
+        for case, ratio in zip(cases, ratios, strict=True):
             floor = " bench-bar-floor" if case["name"] == section["floor"] else ""
             rows.append(
                 f'<div class="bench-chart-row{floor}">'

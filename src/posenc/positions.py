@@ -58,8 +58,6 @@ __all__ = [
     "POSITION_MAX",
     "POSITION_MIN",
     "SHARD_LAYOUTS",
-
-
     "AxisPositions",
     "Positions",
     "ShardLayout",
@@ -68,11 +66,9 @@ __all__ = [
     "positions_from_lengths",
     "positions_from_mask",
     "resolve",
+    "resolve_axes",
     "shard_order",
     "shard_positions",
-
-
-    "resolve_axes",
 ]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
