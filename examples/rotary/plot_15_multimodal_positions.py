@@ -13,44 +13,42 @@ Explained in :ref:`guide-axes`, section :ref:`guide-axes-ids`.
 """
 
 # %%
-# Five words, an image of 8 × 12 patches (4 × 6 tokens after the 2 × 2 merge),
-# then six words.
+# Three words, an image of 6 × 8 patches (3 × 4 tokens after the 2 × 2 merge),
+# then three words.
 import matplotlib.pyplot as plt
 import torch
 
 import posenc
 
-types = torch.tensor([[0] * 5 + [1] * 24 + [0] * 6])
-grid = torch.tensor([[1, 8, 12]])
+types = torch.tensor([[0] * 3 + [1] * 12 + [0] * 3])
+grid = torch.tensor([[1, 6, 8]])
 positions, deltas = posenc.multimodal_positions(types, image_grid_thw=grid)
 ids = positions[:, 0]
 for name, row in zip("thw", ids, strict=True):
-    print(f"{name}: text {row[:5].tolist()}, then {row[29:].tolist()}; the image:")
-    print(row[5:29].view(4, 6))
+    print(f"{name}: text {row[:3].tolist()}, then {row[15:].tolist()}; the image:")
+    print(row[3:15].view(3, 4))
 print("decoding continues from delta", int(deltas[0, 0]))
 
 # %%
 # Each axis as a row of cells over the tokens, coloured by position and
-# labelled with it. Along the image, h steps once per 6 tokens and w cycles
-# through the columns; t stays at 5.
+# labelled with it. Along the image, h steps once per 4 tokens and w cycles
+# through the columns; t stays at 3.
 names = ["t", "h", "w"]
-fig, ax = plt.subplots(figsize=(7.4, 2.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(6.8, 2.9), layout="constrained")
 image = ax.imshow(ids.numpy(), aspect="auto", cmap="viridis")
 for axis in range(3):
     for token in range(ids.shape[1]):
         value = int(ids[axis, token])
-        colour = "white" if value < 8 else "black"
-        ax.text(
-            token, axis, value, ha="center", va="center", fontsize=7.5, color=colour
-        )
-ax.axvspan(4.5, 28.5, ymin=0, ymax=1, fill=False, edgecolor="red", linewidth=1.5)
+        colour = "white" if value < 5 else "black"
+        ax.text(token, axis, value, ha="center", va="center", fontsize=10, color=colour)
+ax.axvspan(2.5, 14.5, ymin=0, ymax=1, fill=False, edgecolor="red", linewidth=1.5)
 ax.set_yticks(range(3), names)
-ax.set_xticks([2, 16.5, 31.5], ["text", "image (4 × 6 tokens)", "text"])
-ax.tick_params(labelsize=9)
-ax.set_xlabel("token", fontsize=9)
-ax.set_ylabel("axis", fontsize=9)
+ax.set_xticks([1, 8.5, 16], ["text", "image (3 × 4 tokens)", "text"])
+ax.tick_params(labelsize=10)
+ax.set_xlabel("token", fontsize=10)
+ax.set_ylabel("axis", fontsize=10)
 colorbar = fig.colorbar(image, ax=ax, shrink=0.9)
-colorbar.set_label("position", fontsize=9)
-colorbar.ax.tick_params(labelsize=9)
+colorbar.set_label("position", fontsize=10)
+colorbar.ax.tick_params(labelsize=10)
 ax.set_title("M-RoPE positions of text, image, text (Qwen2-VL)", fontsize=11)
 plt.show()

@@ -47,7 +47,7 @@ for name, scaling in configs.items():
 # %%
 # Each pair's frequency on a log scale, coloured by the axis that turns it.
 colours = ["tab:blue", "tab:orange", "tab:green"]
-fig, axes = plt.subplots(2, 1, figsize=(7.4, 4.2), sharex=True, layout="constrained")
+fig, axes = plt.subplots(2, 1, figsize=(6.8, 4.4), sharex=True, layout="constrained")
 for ax, (name, owner) in zip(axes, owners.items(), strict=True):
     for axis, label in enumerate("thw"):
         k = torch.nonzero(owner == axis).flatten()
@@ -55,10 +55,10 @@ for ax, (name, owner) in zip(axes, owners.items(), strict=True):
             k.numpy(), freqs[k].numpy(), width=0.85, color=colours[axis], label=label
         )
     ax.set_yscale("log")
-    ax.set_ylabel("frequency ω_k", fontsize=9)
+    ax.set_ylabel("frequency ω_k", fontsize=10)
     ax.set_title(name, fontsize=10)
-    ax.tick_params(labelsize=9)
-axes[0].legend(title="axis", fontsize=9, title_fontsize=9, ncols=3, loc="upper right")
-axes[1].set_xlabel("rotated pair k (features k and k + 64)", fontsize=9)
+    ax.tick_params(labelsize=10)
+axes[0].legend(title="axis", fontsize=10, title_fontsize=10, ncols=3, loc="upper right")
+axes[1].set_xlabel("rotated pair k (features k and k + 64)", fontsize=10)
 fig.suptitle("M-RoPE: which axis turns each pair of a 128-feature head", fontsize=11)
 plt.show()

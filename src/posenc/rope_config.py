@@ -10,7 +10,7 @@ about what it does not know:
 - keys of Hugging Face's ``RopeParameters`` that a type does not read are accepted
   and ignored, as they are in real configs, and a value of None counts as missing;
 - a key posenc does not know at all warns, naming it and the nearest known key;
-- a key of a scheme posenc does not build is refused (:data:`NOT_BUILT`), so that
+- a key of a scheme posenc does not build is refused (``NOT_BUILT``), so that
   such a config never builds plain 1-D RoPE by mistake;
 - the multimodal keys ``mrope_section`` and ``mrope_interleaved`` (Qwen2-VL's M-RoPE,
   Qwen3-VL's interleaved form) compose with every type, as in Hugging Face: the type
