@@ -123,8 +123,102 @@ def test_config_errors() -> None:
     with pytest.raises(TypeError, match=r"config\.rope_parameters must be a dict"):
         rotary_from_config({**LLAMA, "rope_parameters": [1]})
     qwen2_vl = {**LLAMA, "rope_parameters": {"rope_type": "default", "mrope_section": [2, 1, 1]}}
-    with pytest.raises(ValueError, match="mrope_section"):
+    with pytest.raises(ValueError, match=r"mrope_section.*summing to the rotated pairs, 16"):
         rotary_from_config(qwen2_vl)
+
+
+# Qwen2-VL's text model: head 8 = 4 pairs, sections [2, 1, 1] of t, h, w.
+QWEN2_VL_ROPE = {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 1, 1]}
+QWEN2_VL_TEXT = {
+    "model_type": "qwen2_vl_text",
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 1024,
+    "rope_parameters": QWEN2_VL_ROPE,
+}
+
+
+def _mrope_angles(rope: RotaryEmbedding, t: int, h: int, w: int, axes: list[int]) -> torch.Tensor:
+    """The float64 angle of each pair at one token whose axes are t, h, w."""
+    freqs, _ = rope_frequencies(rope.head_dim, base=rope.base)
+    return torch.tensor([(t, h, w)[a] for a in axes], dtype=torch.float64) * freqs
+
+
+def test_multimodal_sections_of_qwen_vl_configs() -> None:
+    where = torch.tensor([5, 70, 900]).view(3, 1, 1)  # one token: t, h, w
+    for config in (
+        {"model_type": "qwen2_vl", "text_config": QWEN2_VL_TEXT},
+        SimpleNamespace(model_type="qwen2_vl", text_config=SimpleNamespace(**QWEN2_VL_TEXT)),
+        QWEN2_VL_TEXT,
+    ):
+        rope = rotary_from_config(config)
+        assert (rope.head_dim, rope.base, rope.max_len, rope.n_axes) == (8, 1e6, 1024, 3)
+        cos, _ = rope.cos_sin(1, positions=where, batch=1, dtype=torch.float64)
+        # chunked: pairs 0, 1 turn with t, pair 2 with h, pair 3 with w
+        assert torch.equal(cos[0, 0], torch.cos(_mrope_angles(rope, 5, 70, 900, [0, 0, 1, 2])))
+    # Qwen3-VL's text rotary interleaves, with the flag or without it: pair 3 turns with t.
+    for model_type in ("qwen3_vl", "qwen3_vl_text", "qwen3_vl_moe"):
+        rope = rotary_from_config({**QWEN2_VL_TEXT, "model_type": model_type})
+        assert rope.extra_repr().endswith("mrope_section=[2, 1, 1], mrope_interleaved=True")
+        cos, _ = rope.cos_sin(1, positions=where, batch=1, dtype=torch.float64)
+        assert torch.equal(cos[0, 0], torch.cos(_mrope_angles(rope, 5, 70, 900, [0, 1, 2, 0])))
+    # ...and Qwen2-VL's and Qwen2.5-VL's chunk, whatever the flag says.
+    flagged = {**QWEN2_VL_ROPE, "mrope_interleaved": True}
+    for model_type in ("qwen2_vl", "qwen2_5_vl_text"):
+        rope = rotary_from_config(
+            {**QWEN2_VL_TEXT, "model_type": model_type, "rope_parameters": flagged}
+        )
+        assert "interleaved" not in rope.extra_repr()
+
+
+def test_multimodal_configs_in_the_4x_form_and_defaults() -> None:
+    # A flat Hub config.json of transformers 4.x: rope_scaling of type "mrope".
+    flat = {
+        "model_type": "qwen2_vl",
+        "hidden_size": 32,
+        "num_attention_heads": 4,
+        "rope_theta": 1e6,
+        "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1]},
+    }
+    rope = rotary_from_config(flat)
+    assert rope.extra_repr() == "head_dim=8, max_len=4096, base=1e+06, mrope_section=[2, 1, 1]"
+    # The top-level fields fill in what a dict's text_config lacks.
+    split = {**flat, "text_config": {"hidden_size": 32}}
+    del split["hidden_size"]
+    assert rotary_from_config(split).extra_repr() == rope.extra_repr()
+    # No section: the one the model's code falls back on.
+    head_128 = {"model_type": "qwen2_5_vl", "hidden_size": 512, "num_attention_heads": 4}
+    assert "mrope_section=[16, 24, 24]" in rotary_from_config(head_128).extra_repr()
+    qwen3 = rotary_from_config({**head_128, "model_type": "qwen3_vl_text"})
+    assert "mrope_section=[24, 20, 20], mrope_interleaved=True" in qwen3.extra_repr()
+    # Other models: sections as given, none when none.
+    assert rotary_from_config(LLAMA).n_axes == 1
+    with pytest.raises(ValueError, match=r"mrope_section.*summing to the rotated pairs, 4"):
+        rotary_from_config({**flat, "rope_scaling": {"type": "mrope", "mrope_section": [1, 1, 1]}})
+
+
+def test_multimodal_rotary_emb_contract() -> None:
+    rope = rotary_from_config(QWEN2_VL_TEXT)
+    emb = HFRotaryEmbedding(rope)
+    x = torch.zeros(1, dtype=torch.bfloat16)
+    positions = torch.randint(0, 2_000_000, (3, 3, 5))  # (3, B, L) with B = 3
+    cos, sin = emb(x, positions)
+    assert cos.shape == sin.shape == (3, 5, 8)
+    assert cos.dtype == torch.bfloat16
+    expect, expect_sin = rope.cos_sin(5, positions=positions, batch=3, dtype=torch.bfloat16)
+    assert torch.equal(cos, torch.cat((expect, expect), -1))  # widened: both halves
+    assert torch.equal(sin, torch.cat((expect_sin, expect_sin), -1))
+    # Text only: (B, L) and (1, B, L) are one stream on every axis, even for B = 3.
+    text = positions[0]
+    assert torch.equal(emb(x, text)[0], emb(x, text.expand(3, 3, 5))[0])
+    assert torch.equal(emb(x, text[None])[0], emb(x, text.expand(3, 3, 5))[0])
+    assert not torch.equal(cos, emb(x, text)[0])
+    for bad in (torch.zeros(2, 3, 5, dtype=torch.long), torch.zeros(5, dtype=torch.long)):
+        with pytest.raises(ValueError, match=r"must be a \(3, B, L\) integer tensor .* shape"):
+            emb(x, bad)
+    # A one-axis module still takes 2-D ids only.
+    with pytest.raises(ValueError, match=r"must be a \(B, L\) or \(1, L\) integer tensor"):
+        HFRotaryEmbedding(rotary_from_config(LLAMA))(x, positions)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
@@ -191,13 +285,17 @@ def test_unsupported_models_are_named() -> None:
     class BertModel(torch.nn.Module):
         config = SimpleNamespace(model_type="bert")
 
-    class Qwen2VLForConditionalGeneration(torch.nn.Module):
-        config = SimpleNamespace(model_type="qwen2_vl")
+    class Glm4vForConditionalGeneration(torch.nn.Module):
+        config = SimpleNamespace(model_type="glm4v")
 
     with pytest.raises(TypeError, match=r"patch_rotary does not support BertModel \("):
         patch_rotary(BertModel())
-    with pytest.raises(TypeError, match=r"Qwen2VLForConditionalGeneration .* multimodal RoPE"):
-        patch_rotary(Qwen2VLForConditionalGeneration())
+    with pytest.raises(
+        TypeError,
+        match=r"Glm4vForConditionalGeneration \(model_type='glm4v'\); it patches the model "
+        r"types llama, .*, qwen2_vl, qwen2_vl_text, .*, qwen3_vl_moe_text$",
+    ):
+        patch_rotary(Glm4vForConditionalGeneration())
 
     class LlamaModel(torch.nn.Module):
         config = SimpleNamespace(model_type="llama")

@@ -6,7 +6,8 @@ float32, so a position of :math:`10^6` has a phase wrong by about
 every rotary module of a supported model by :class:`HFRotaryEmbedding`, which
 keeps the modules' contract, ``rotary_emb(x, position_ids) -> (cos, sin)`` in
 ``x.dtype``, and computes the tables as :class:`~posenc.RotaryEmbedding` does:
-float64 phases from integer positions, rounded once.
+float64 phases from integer positions, rounded once. In Qwen2-VL, Qwen2.5-VL and
+Qwen3-VL that is the language model's multimodal RoPE, on ``(3, B, L)`` position ids.
 
 This module never imports ``transformers``: it reads a config's attributes (or a
 dict's keys) and the models' own modules, which are imported with the model.
@@ -54,13 +55,23 @@ FAMILIES: tuple[str, ...] = (
     "phi3",
     "gpt_neox",
     "gptj",
+    "qwen2_vl",
+    "qwen2_vl_text",
+    "qwen2_5_vl",
+    "qwen2_5_vl_text",
+    "qwen3_vl",
+    "qwen3_vl_text",
+    "qwen3_vl_moe",
+    "qwen3_vl_moe_text",
 )
-# Models whose RoPE posenc does not build yet, with what they need.
-_NOT_YET = {
-    "qwen2_vl": "Qwen2-VL's multimodal RoPE (M-RoPE, mrope_section)",
-    "qwen2_5_vl": "Qwen2.5-VL's multimodal RoPE (M-RoPE, mrope_section)",
-    "qwen3_vl": "Qwen3-VL's interleaved multimodal RoPE (mrope_interleaved)",
-    "qwen3_vl_moe": "Qwen3-VL's interleaved multimodal RoPE (mrope_interleaved)",
+# Multimodal RoPE as the Qwen-VL models' text rotaries compute it (transformers 5.x):
+# the mrope_section their code falls back on when the config has none, and whether the
+# sections interleave. Qwen3-VL's module always interleaves, flag or not.
+_MROPE: dict[str, tuple[tuple[int, int, int], bool]] = {
+    "qwen2_vl": ((16, 24, 24), False),
+    "qwen2_5_vl": ((16, 24, 24), False),
+    "qwen3_vl": ((24, 20, 20), True),
+    "qwen3_vl_moe": ((24, 20, 20), True),
 }
 # Tables precomputed per module: later positions are computed on the fly, same values.
 _MAX_LEN = 4096
@@ -79,6 +90,33 @@ def _first(config: Any, *names: str) -> Any:
         if value is not None:
             return value
     return None
+
+
+def _text_config(config: Any) -> Any:
+    """The config of the language model: ``text_config`` where the config has one.
+
+    Multimodal configs (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Gemma 3) keep the text
+    model's fields there. In a dict, the fields beside ``text_config`` fill in
+    those it lacks (a Hub ``config.json`` may carry some at the top only).
+    """
+    text = _get(config, "text_config")
+    if text is None:
+        return config
+    if isinstance(config, Mapping) and isinstance(text, Mapping):
+        outer = {key: value for key, value in config.items() if key != "text_config"}
+        merged = {**outer, **{key: value for key, value in text.items() if value is not None}}
+        if config.get("model_type") is not None:  # the family, e.g. "qwen2_vl"
+            merged.setdefault("model_type", config["model_type"])
+        return merged
+    return text
+
+
+def _mrope_family(model_type: Any) -> str | None:
+    """The key of :data:`_MROPE` for a Qwen-VL model type (text model's or whole's)."""
+    if not isinstance(model_type, str):
+        return None
+    family = model_type.removesuffix("_text")
+    return family if family in _MROPE else None
 
 
 def _rope_parameters(config: Any, layer_type: str | None) -> dict[str, Any]:
@@ -130,7 +168,21 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
       copied into the scaling where it has none (the dynamic, YaRN and
       LongRoPE formulas read them; Hugging Face takes them from the config);
     - GPT-J (``model_type="gptj"``): ``rotary_dim`` of the head, the
-      interleaved layout, base 10000, as its code fixes them.
+      interleaved layout, base 10000, as its code fixes them;
+    - Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``model_type`` ``"qwen2_vl"``,
+      ``"qwen2_5_vl"``, ``"qwen3_vl"``, ``"qwen3_vl_moe"`` or their ``_text``
+      forms): multimodal RoPE, ``mrope_section`` from the rope parameters
+      (4.x's ``rope_scaling`` of ``type="mrope"`` too), else the section the
+      model's code falls back on ([16, 24, 24]; [24, 20, 20] for Qwen3-VL);
+      chunked for Qwen2-VL and Qwen2.5-VL, interleaved for Qwen3-VL, as their
+      text rotaries compute it whatever ``mrope_interleaved`` says. The module
+      takes ``(3, B, L)`` positions, t, h and w (see
+      :func:`~posenc.multimodal_positions`). Other models' ``mrope_section``
+      and ``mrope_interleaved`` are read as given.
+
+    A multimodal config's text model is read from its ``text_config`` (a
+    dict's top-level fields fill in what its ``text_config`` lacks); the
+    vision tower's rotary is not this one.
 
     The first ``min(max_position_embeddings, 4096)`` positions are
     precomputed; later ones are computed on the fly with the same values.
@@ -147,8 +199,8 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
         ValueError: the head size cannot be read; ``layer_type`` is missing for
             per-layer-type parameters, or given for a config without them, or
             names a type the config lacks; the parameters are refused by
-            :func:`~posenc.rope_frequencies` (a multimodal ``mrope_section``
-            among them: posenc does not build multimodal RoPE yet).
+            :func:`~posenc.rope_frequencies` (an ``mrope_section`` that does
+            not sum to the rotated pairs among them).
 
     Example:
         >>> gemma3 = {"head_dim": 256, "max_position_embeddings": 32768,
@@ -162,7 +214,15 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
         >>> rotary_from_config({"model_type": "gptj", "n_embd": 256, "n_head": 4,
         ...                     "rotary_dim": 16, "n_positions": 2048})
         RotaryEmbedding(head_dim=64, max_len=2048, layout='interleaved', rotary_dim=16)
+        >>> qwen2_vl = {"model_type": "qwen2_vl", "text_config": {
+        ...     "model_type": "qwen2_vl_text", "hidden_size": 1536, "num_attention_heads": 12,
+        ...     "max_position_embeddings": 32768, "rope_parameters": {
+        ...         "rope_type": "default", "rope_theta": 1000000.0,
+        ...         "mrope_section": [16, 24, 24]}}}
+        >>> rotary_from_config(qwen2_vl)
+        RotaryEmbedding(head_dim=128, max_len=4096, base=1e+06, mrope_section=[16, 24, 24])
     """
+    config = _text_config(config)
     model_type = _get(config, "model_type")
     heads = _first(config, "num_attention_heads", "n_head")
     hidden = _first(config, "hidden_size", "n_embd")
@@ -189,6 +249,13 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
     scaling = _rope_parameters(config, layer_type)
     base = float(scaling.get("rope_theta") or _get(config, "rope_theta") or 10_000.0)
     scaling.setdefault("rope_type", scaling.pop("type", "default"))
+    if scaling["rope_type"] == "mrope":  # Qwen2-VL's 4.x name for default frequencies
+        scaling["rope_type"] = "default"
+    family = _mrope_family(model_type)
+    if family is not None:  # as the model's text rotary: its default section, its form
+        section, interleaved = _MROPE[family]
+        scaling.setdefault("mrope_section", list(section))
+        scaling["mrope_interleaved"] = interleaved
     fraction = _first(config, "partial_rotary_factor", "rotary_pct")
     if "partial_rotary_factor" not in scaling and fraction is not None:
         scaling["partial_rotary_factor"] = fraction
@@ -213,7 +280,12 @@ class HFRotaryEmbedding(nn.Module):
     as exact as bf16 allows at any position, and a float32 one at position
     :math:`10^6` as at 0. With ``form="gptj"`` it returns ``(sin, cos)``, one
     value per pair, as GPT-J's module does. With several layer types
-    (Gemma 3), ``forward(x, position_ids, layer_type)``.
+    (Gemma 3), ``forward(x, position_ids, layer_type)``. With multimodal RoPE
+    (a ``rotary`` built with ``mrope_section``: Qwen2-VL, Qwen2.5-VL, Qwen3-VL),
+    ``(3, B, L)`` position ids, t, h and w, as the Qwen-VL text models pass
+    them (``(B, L)`` text positions count on every axis), and each pair's value
+    is that of its axis, chunked or interleaved: the tables the models'
+    ``apply_rotary_pos_emb`` takes from their own text rotary.
 
     While :func:`exact_rotation` is active, the tables of a bfloat16 or float16
     ``x`` come in float32 instead, for the patched ``apply_rotary_pos_emb`` to
@@ -230,7 +302,8 @@ class HFRotaryEmbedding(nn.Module):
 
     Shapes:
         - x: any tensor; only its dtype and device are read
-        - position_ids: ``(B, L)`` or ``(1, L)`` integer tensor
+        - position_ids: ``(B, L)`` or ``(1, L)`` integer tensor; multimodal RoPE:
+          ``(3, B, L)``, ``(1, B, L)`` or ``(B, L)``
         - output: ``(B, L, rotary_dim)`` each (``(B, L, rotary_dim / 2)`` for GPT-J)
 
     Example:
@@ -270,7 +343,9 @@ class HFRotaryEmbedding(nn.Module):
 
         Args:
             x: A tensor of the model's activations: its dtype and device.
-            position_ids: ``(B, L)`` or ``(1, L)`` integer positions.
+            position_ids: ``(B, L)`` or ``(1, L)`` integer positions; for
+                multimodal RoPE ``(3, B, L)`` (t, h, w), or ``(1, B, L)`` or
+                ``(B, L)`` for one stream on every axis.
             layer_type: The layer type, for a module with one table per type.
 
         Returns:
@@ -279,12 +354,24 @@ class HFRotaryEmbedding(nn.Module):
 
         Raises:
             TypeError: ``position_ids`` is not an integer tensor.
-            ValueError: ``position_ids`` is not 2-D; ``layer_type`` is missing
-                or unknown for a module with one table per type.
+            ValueError: ``position_ids`` is not 2-D (for multimodal RoPE: not
+                ``(3, B, L)``, ``(1, B, L)`` or ``(B, L)``); ``layer_type`` is
+                missing or unknown for a module with one table per type.
         """
         rotary = self._rotary(layer_type)
-        if not isinstance(position_ids, Tensor) or position_ids.dim() != 2:
-            shape = tuple(position_ids.shape) if isinstance(position_ids, Tensor) else None
+        multimodal = rotary.n_axes == 3 and rotary.axes is None
+        shape = tuple(position_ids.shape) if isinstance(position_ids, Tensor) else None
+        if multimodal:
+            if shape is not None and len(shape) == 2:  # text only: one stream, every axis
+                position_ids = position_ids[None]
+                shape = tuple(position_ids.shape)
+            if shape is None or len(shape) != 3 or shape[0] not in (1, 3):
+                raise ValueError(
+                    "position_ids of multimodal RoPE must be a (3, B, L) integer tensor "
+                    "(t, h and w; (1, B, L) or (B, L) for one stream on every axis), got "
+                    f"{type(position_ids).__name__} of shape {shape}"
+                )
+        elif shape is None or len(shape) != 2:
             raise ValueError(
                 f"position_ids must be a (B, L) or (1, L) integer tensor, got "
                 f"{type(position_ids).__name__} of shape {shape}"
@@ -292,7 +379,7 @@ class HFRotaryEmbedding(nn.Module):
         dtype = x.dtype
         if self.exact and dtype in (torch.bfloat16, torch.float16):
             dtype = torch.float32
-        batch, length = position_ids.shape
+        batch, length = position_ids.shape[-2:]
         cos, sin = rotary.cos_sin(
             length, positions=position_ids, batch=batch, dtype=dtype, device=x.device
         )
@@ -322,17 +409,16 @@ def _model_type(model: nn.Module) -> str | None:
 def _is_rotary(module: nn.Module) -> bool:
     """A ``transformers`` rotary module (by its class: none is imported here)."""
     cls = type(module)
-    return cls.__module__.startswith("transformers.") and cls.__name__.endswith("RotaryEmbedding")
+    return (
+        cls.__module__.startswith("transformers.")
+        and cls.__name__.endswith("RotaryEmbedding")
+        and "Vision" not in cls.__name__  # the Qwen-VL vision towers': left as they are
+    )
 
 
 def _check_supported(model: nn.Module, what: str) -> str:
     name = type(model).__name__
     model_type = _model_type(model)
-    if model_type in _NOT_YET:
-        raise TypeError(
-            f"{what} does not support {name} (model_type={model_type!r}) yet: it needs "
-            f"{_NOT_YET[model_type]}, which posenc does not build yet"
-        )
     if model_type not in FAMILIES:
         raise TypeError(
             f"{what} does not support {name} (model_type={model_type!r}); it patches the "
@@ -381,7 +467,12 @@ def patch_rotary(model: nn.Module) -> nn.Module:
 
     Supported ``model_type`` values: :data:`FAMILIES` (Llama, Mistral, Qwen2,
     Qwen3, Gemma, Gemma 2, Gemma 3 per layer type, Phi-3 with LongRoPE,
-    GPT-NeoX with partial rotary, GPT-J interleaved).
+    GPT-NeoX with partial rotary, GPT-J interleaved; Qwen2-VL, Qwen2.5-VL and
+    Qwen3-VL, with Qwen3-VL-MoE, multimodal RoPE on ``(3, B, L)`` position
+    ids, whole models or their text models). In the Qwen-VL models only the
+    language model's rotary is replaced: the vision tower's (2-D, on patch
+    coordinates of a few hundred at most, where float32 phases are exact to
+    about :math:`10^{-5}`) stays Hugging Face's.
 
     Args:
         model: A model of a supported family, e.g. ``LlamaForCausalLM``.
@@ -391,8 +482,7 @@ def patch_rotary(model: nn.Module) -> nn.Module:
 
     Raises:
         TypeError: the model is not of a supported family (the message names
-            it; Qwen2-VL, Qwen2.5-VL and Qwen3-VL need multimodal RoPE, which
-            posenc does not build yet), or it has no rotary module.
+            it and the families), or it has no rotary module.
     """
     model_type = _check_supported(model, "patch_rotary")
     device = next((p.device for p in model.parameters()), torch.device("cpu"))

@@ -101,6 +101,8 @@ def family_config(name: str) -> Any:
                 "partial_rotary_factor": 0.25,
             },
         )
+    if name in MULTIMODAL:
+        return multimodal_config(name)
     if name == "gptj":
         return t.GPTJConfig(
             n_embd=64,
@@ -111,6 +113,40 @@ def family_config(name: str) -> Any:
             n_positions=FAR + LENGTH,
             n_inner=128,
         )
+    raise AssertionError(name)
+
+
+# Qwen-VL: whole models (vision tower and language model) built from configs; the text
+# model's head is 16 = 8 pairs, on the t, h and w sections of M-RoPE.
+MULTIMODAL = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
+_TEXT = {**TINY, "bos_token_id": None, "eos_token_id": None}
+_CHUNKED = {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]}
+_INTERLEAVED = {
+    "rope_type": "default",
+    "rope_theta": 5_000_000.0,
+    "mrope_section": [3, 3, 2],
+    "mrope_interleaved": True,
+}
+
+
+def multimodal_config(name: str) -> Any:
+    import transformers as t
+
+    small = {"depth": 1, "hidden_size": 32, "out_hidden_size": 64, "num_heads": 2,
+             "intermediate_size": 16}  # fmt: skip
+    if name == "qwen2_vl":
+        vision = {"depth": 1, "embed_dim": 32, "hidden_size": 64, "num_heads": 2}
+        return t.Qwen2VLConfig(
+            text_config={**_TEXT, "rope_parameters": _CHUNKED}, vision_config=vision
+        )
+    if name == "qwen2_5_vl":
+        return t.Qwen2_5_VLConfig(
+            text_config={**_TEXT, "rope_parameters": _CHUNKED}, vision_config=small
+        )
+    if name == "qwen3_vl":
+        text = {**_TEXT, "head_dim": 16, "rope_parameters": _INTERLEAVED}
+        vision = {**small, "num_position_embeddings": 16}
+        return t.Qwen3VLConfig(text_config=text, vision_config=vision)
     raise AssertionError(name)
 
 
@@ -138,22 +174,30 @@ def model_of(name: str, sharp: bool = False) -> torch.nn.Module:
     scale a random model's attention is nearly uniform and hides a rotary error.
     """
     if (name, sharp) not in _MODELS:
-        from transformers import AutoModelForCausalLM
+        from transformers import AutoModelForCausalLM, AutoModelForImageTextToText
 
         torch.manual_seed(0)
         config = family_config(name)
         config._attn_implementation = "eager"
         if sharp:
-            config.initializer_range = 0.2
-        _MODELS[name, sharp] = AutoModelForCausalLM.from_config(config).eval()
+            config.get_text_config().initializer_range = 0.2
+        auto = AutoModelForImageTextToText if name in MULTIMODAL else AutoModelForCausalLM
+        _MODELS[name, sharp] = auto.from_config(config).eval()
     return _MODELS[name, sharp]
 
 
 def logits(
-    model: torch.nn.Module, ids: torch.Tensor, start: int, dtype: torch.dtype
+    model: torch.nn.Module,
+    ids: torch.Tensor,
+    start: int,
+    dtype: torch.dtype,
+    positions: torch.Tensor | None = None,
 ) -> torch.Tensor:
+    """The model's logits, in ``dtype``, at ``start + positions`` (default: 0, 1, ...)."""
     model = copy.deepcopy(model).to(dtype)
-    positions = torch.arange(start, start + ids.shape[-1]).expand(ids.shape[0], -1)
+    if positions is None:
+        positions = torch.arange(ids.shape[-1]).expand(ids.shape[0], -1)
+    positions = positions + start
     with torch.no_grad():
         out = model(input_ids=ids, position_ids=positions).logits
     return out.double()
@@ -248,7 +292,108 @@ def test_float32_logits_agree_below_4096_and_improve_at_a_million(
     )
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma3", "gpt_neox", "gptj"])
+# -- Qwen-VL: multimodal RoPE on (3, B, L) position ids -----------------------------------
+
+
+def text_rotary(model: torch.nn.Module) -> torch.nn.Module:
+    """The language model's rotary module (the vision tower has its own)."""
+    (module,) = [m for m in model.modules() if hf_rotary(m) and "Vision" not in type(m).__name__]
+    return module
+
+
+def image_text_positions() -> torch.Tensor:
+    """(3, 2, LENGTH) M-RoPE positions of two rows of text and images.
+
+    Row 0: 4 text tokens, an image of 2 x 3 merged patches, 6 text, an image of 3 x 2,
+    2 text; row 1: 10 text, an image of 2 x 6, 2 text.
+    """
+    from posenc import multimodal_positions
+
+    def row(*runs: tuple[int, int]) -> list[int]:
+        return [kind for kind, n in runs for _ in range(n)]
+
+    types = torch.tensor(
+        [row((0, 4), (1, 6), (0, 6), (1, 6), (0, 2)), row((0, 10), (1, 12), (0, 2))]
+    )
+    grids = torch.tensor([[1, 4, 6], [1, 6, 4], [1, 4, 12]])  # before the 2 x 2 merge
+    positions, _ = multimodal_positions(types, image_grid_thw=grids)
+    assert positions.shape == (3, 2, LENGTH)
+    return positions
+
+
+@pytest.mark.parametrize("name", MULTIMODAL)
+def test_qwen_vl_patch_replaces_the_text_rotary_only(name: str) -> None:
+    model = model_of(name)
+    mine = patched(name)
+    ours = [n for n, m in mine.named_modules() if isinstance(m, HFRotaryEmbedding)]
+    assert ours == ["model.language_model.rotary_emb"]
+    vision = [type(m).__name__ for m in mine.modules() if hf_rotary(m)]
+    assert len(vision) == 1
+    assert "Vision" in vision[0]  # the vision tower's, left as it is
+    assert patch_rotary(mine) is mine
+    assert mine.state_dict().keys() == model.state_dict().keys()
+    # The text model alone, as its own config's model_type ("..._text").
+    text = patch_rotary(copy.deepcopy(model.model.language_model))
+    assert text.config.model_type == f"{name}_text"
+    assert isinstance(text.rotary_emb, HFRotaryEmbedding)
+
+
+@pytest.mark.parametrize("name", MULTIMODAL)
+def test_qwen_vl_tables_equal_the_text_rotary_near_position_zero(name: str) -> None:
+    theirs = text_rotary(model_of(name))
+    ours = patched(name).model.language_model.rotary_emb
+    x = torch.zeros(1, dtype=torch.float32)
+    mixed = image_text_positions()
+    text = torch.arange(LENGTH).expand(2, -1) + 100  # (B, L): the same on every axis
+    for position_ids in (mixed, mixed + 200, text, mixed[:1]):
+        for a, b in zip(ours(x, position_ids), theirs(x, position_ids), strict=True):
+            assert a.shape == b.shape == (2, LENGTH, 16)
+            assert a.dtype == b.dtype
+            torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
+    # The axes matter: the tables at the image's (t, h, w) are not those of one stream.
+    assert not torch.allclose(ours(x, mixed)[0], ours(x, mixed[:1])[0], atol=1e-2)
+    with pytest.raises(ValueError, match=r"must be a \(3, B, L\) integer tensor"):
+        ours(x, torch.zeros(2, 2, LENGTH, dtype=torch.long))
+
+
+@pytest.mark.parametrize("name", MULTIMODAL)
+def test_qwen_vl_float32_logits_agree_below_4096_and_improve_at_a_million(
+    name: str, peer_report: Report
+) -> None:
+    model, mine, tokens, where = model_of(name), patched(name), ids(), image_text_positions()
+    top = 4096 - int(where.max()) - 1
+    short = [
+        err(
+            logits(model, tokens, s, torch.float32, where),
+            logits(mine, tokens, s, torch.float32, where),
+        )
+        for s in (0, top)
+    ]
+    assert max(short) <= 1e-4
+    # The model reads the (t, h, w) ids: at one text stream its logits are other ones.
+    assert (
+        err(logits(mine, tokens, 0, torch.float32), logits(mine, tokens, 0, torch.float32, where))
+        > 1e-3
+    )
+    model, mine = model_of(name, sharp=True), patched(name, sharp=True)
+    exact = logits(mine, tokens, FAR, torch.float64, where)
+    theirs = err(logits(model, tokens, FAR, torch.float32, where), exact)
+    ours = err(logits(mine, tokens, FAR, torch.float32, where), exact)
+    assert ours * 100 <= theirs
+    ref0 = logits(mine, tokens, 0, torch.float64, where)
+    bf16 = [
+        err(logits(m, tokens, s, torch.bfloat16, where), r)
+        for s, r in ((0, ref0), (FAR, exact))
+        for m in (model, mine)
+    ]
+    peer_report(
+        f"HF {name:10s} (3, B, L) f32 agree<4096 {max(short):.1e} | f32 @1e6 own {theirs:.1e} "
+        f"posenc {ours:.1e} | bf16 @0 own {bf16[0]:.1e} posenc {bf16[1]:.1e} "
+        f"@1e6 own {bf16[2]:.1e} posenc {bf16[3]:.1e} (|logits| {float(exact.abs().max()):.2f})"
+    )
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3", "gpt_neox", "gptj", "qwen3_vl"])
 def test_greedy_generation_with_a_cache_gives_the_same_tokens(name: str) -> None:
     model, mine = model_of(name), patched(name)
     prompt = ids()[:1, :8]
@@ -260,7 +405,7 @@ def test_greedy_generation_with_a_cache_gives_the_same_tokens(name: str) -> None
     assert torch.equal(ours, theirs)
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt_neox", "gptj"])
+@pytest.mark.parametrize("name", ["llama", "gpt_neox", "gptj", "qwen2_vl"])
 def test_exact_rotation_is_reversible_and_measured(name: str, peer_report: Report) -> None:
     import sys
 
