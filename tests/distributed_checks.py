@@ -470,23 +470,142 @@ def dtensor_cases() -> list[Case]:
     return cases
 
 
+def expect_dtensor_call(
+    r: Ranks,
+    what: str,
+    call: Callable[[Tensor], Any],
+    whole: Tensor,
+    placement: Any,
+    *,
+    same_placements: bool = False,
+) -> None:
+    """``call`` on ``whole`` distributed with ``placement`` is one process's ``call(whole)``.
+
+    The output is a DTensor (of the input's placements with ``same_placements``), and
+    the gradient (for a floating input) is one process's, bit for bit.
+    """
+    what = f"{what}, {placement}"
+    floating = whole.is_floating_point()
+    x = whole.clone().requires_grad_(floating)
+    xd = distribute_tensor(whole, r.mesh, [placement]).requires_grad_(floating)
+    want, got = call(x), call(xd)
+    assert isinstance(got, DTensor), f"{what}: got a {type(got).__name__}, not a DTensor"
+    if same_placements:
+        assert got.placements == xd.placements, f"{what}: placements {got.placements}"
+    expect_equal(got, want.detach(), what)
+    if floating:
+        weights = torch.randn(want.shape, generator=torch.Generator().manual_seed(6))
+        (g_want,) = torch.autograd.grad((want * weights).sum(), x)
+        wd = distribute_tensor(weights, r.mesh, got.placements)
+        (g_got,) = torch.autograd.grad((got * wd).sum(), xd)
+        expect_equal(g_got, g_want, f"{what}: gradient")
+
+
 def check_dtensor_inputs(r: Ranks) -> None:
     """Every module takes Replicate and sequence-sharded DTensors, and equals one process."""
     for name, call, whole, sharded in dtensor_cases():
         for placement in (Replicate(), sharded):
-            what = f"{name}, {placement}"
-            floating = whole.is_floating_point()
-            x = whole.clone().requires_grad_(floating)
-            xd = distribute_tensor(whole, r.mesh, [placement]).requires_grad_(floating)
-            want, got = call(x), call(xd)
-            assert isinstance(got, DTensor), f"{what}: got a {type(got).__name__}, not a DTensor"
-            expect_equal(got, want.detach(), what)
-            if floating:
-                weights = torch.randn(want.shape, generator=torch.Generator().manual_seed(6))
-                (g_want,) = torch.autograd.grad((want * weights).sum(), x)
-                wd = distribute_tensor(weights, r.mesh, got.placements)
-                (g_got,) = torch.autograd.grad((got * wd).sum(), xd)
-                expect_equal(g_got, g_want, f"{what}: gradient")
+            expect_dtensor_call(r, name, call, whole, placement)
+
+
+def check_dtensor_position_ids(r: Ranks) -> None:
+    """A DTensor of position ids into a learned table: its rows, as GPT-2's wpe(position_ids)."""
+    learned = posenc.LearnedPositionalEmbedding(MAX_LEN, D)
+    ids = torch.stack([torch.randperm(MAX_LEN)[:L] for _ in range(B)])  # (B, L)
+    hf = torch.arange(3, 3 + L).unsqueeze(0)  # Hugging Face's position_ids, (1, L)
+    for name, whole, placements in (
+        ("(B, L) ids", ids, (Replicate(), Shard(1), Shard(0))),
+        ("(1, L) position_ids", hf, (Replicate(), Shard(1))),
+    ):
+        for placement in placements:
+            what = f"LearnedPositionalEmbedding, {name}"
+            expect_dtensor_call(r, what, learned, whole, placement, same_placements=True)
+
+
+#: RoPE on position axes: A = 2 (axes=) and A = 3 (M-RoPE, and its interleaved order).
+AXIS_ROPES: dict[str, dict[str, Any]] = {
+    "axes=(4, 4)": {"axes": (4, 4)},
+    "M-RoPE": {"scaling": {"rope_type": "default", "mrope_section": [2, 1, 1]}},
+    "interleaved M-RoPE": {
+        "scaling": {"rope_type": "default", "mrope_section": [2, 1, 1], "mrope_interleaved": True}
+    },
+}
+
+
+def axis_positions(axes: int, *shape: int) -> Tensor:
+    """Positions on ``axes`` axes, ``(axes, *shape)``: a different stream on each axis."""
+    return torch.randint(-3, MAX_LEN + 8, (axes, *shape))  # some outside the tables too
+
+
+def check_dtensor_axes(r: Ranks) -> None:
+    """RoPE on axes, DTensor input sharded on the sequence or the batch: one process's.
+
+    Positions (A, L) (shared by the batch) with a batch of 2A, so that each rank's
+    batch is A; (A, B, L) with B = A, the batch size equal to the number of axes;
+    and (B, L), one stream per sequence, with a batch of 2A. (A, L) positions with a
+    batch of A are ambiguous, and refused as one process refuses them.
+    """
+    heads, dh = HEADS, D // HEADS
+    for name, kwargs in AXIS_ROPES.items():
+        rope = posenc.RotaryEmbedding(dh, max_len=MAX_LEN, **kwargs)
+        a = rope.n_axes
+        shared, per_sequence = axis_positions(a, L), axis_positions(a, a, L)
+        streams = torch.randint(0, MAX_LEN, (2 * a, L))
+        cases = (
+            ("(A, L)", shared, 2 * a),
+            ("(A, B, L), B = A", per_sequence, a),
+            ("(B, L), B = 2A", streams, 2 * a),
+        )
+        for form, pos, batch in cases:
+            q = torch.randn(batch, heads, L, dh)
+            for placement in (Replicate(), Shard(2), Shard(0)):
+                expect_dtensor_call(
+                    r,
+                    f"{name}, {form}",
+                    lambda t, rope=rope, pos=pos: rope(t, positions=pos),
+                    q,
+                    placement,
+                    same_placements=True,
+                )
+        q = torch.randn(a, heads, L, dh)
+        try:
+            rope(q, positions=shared)
+        except ValueError as error:
+            want = str(error)
+        else:
+            raise AssertionError(f"{name}: one process took (A, L) positions with a batch of A")
+        qd = distribute_tensor(q, r.mesh, [Shard(0)])
+        try:
+            rope(qd, positions=shared)
+        except ValueError as error:
+            if str(error) != want:
+                raise AssertionError(f"{name}: refused with {error}, not {want}") from error
+        else:
+            raise AssertionError(f"{name}: took (A, L) positions with a batch of A, sharded")
+
+
+def check_mrope_context_parallel(r: Ranks) -> None:
+    """M-RoPE under context parallelism: each axis's row at the rank's positions.
+
+    Text, then an image, then text (laid out as multimodal_positions lays them); each rank holds
+    the tokens at shard_positions and rotates them at their columns of the whole
+    sequence's (A, L) or (A, B, L) positions.
+    """
+    for name in ("M-RoPE", "interleaved M-RoPE"):
+        rope = posenc.RotaryEmbedding(D // HEADS, max_len=MAX_LEN, **AXIS_ROPES[name])
+        a = rope.n_axes
+        image = posenc.grid_positions(1, 2, 4, offset=4)  # (3, 8): 8 patches after 4 tokens
+        text = torch.arange(L - 12).expand(a, -1)
+        shared = torch.cat((torch.arange(4).expand(a, -1), image, text + 8), dim=1)  # (A, L)
+        per_sequence = torch.stack((shared, shared.roll(1, dims=-1)), dim=1)  # (A, B, L)
+        for layout in LAYOUTS:
+            held = shard_positions(L, r.world, r.rank, layout=layout)  # type: ignore[arg-type]
+            for form, pos in (("(A, L)", shared), ("(A, B, L)", per_sequence)):
+                q = torch.randn(B, HEADS, L, D // HEADS)
+                with torch.no_grad():
+                    want = r.shard(rope(q, positions=pos), 2, layout)
+                    mine = rope(r.shard(q, 2, layout), positions=pos[..., held])
+                expect_equal(mine, want, f"{name}, {form}, {layout}")
 
 
 def check_dtensor_long_rope(r: Ranks) -> None:
@@ -550,6 +669,9 @@ CHECKS: dict[str, Callable[[Ranks], None]] = {
     "fully_shard with context parallelism": check_fsdp_with_context_parallel,
     "DTensor inputs": check_dtensor_inputs,
     "DTensor RoPE at L = 6000 in no_grad": check_dtensor_long_rope,
+    "DTensor position ids into a learned table": check_dtensor_position_ids,
+    "DTensor inputs to RoPE on axes and M-RoPE": check_dtensor_axes,
+    "context parallel M-RoPE": check_mrope_context_parallel,
     "FSDP2 bf16 mixed precision": check_mixed_precision,
 }
 

@@ -16,7 +16,14 @@ holds summands, to which a position must be added once, not on every rank: it is
 refused, as are other placements.
 
 ``offset`` and ``positions`` given with a DTensor input are those of the whole
-(global) input; tensors among them that are DTensors are gathered first.
+(global) input; tensors among them that are DTensors are gathered first. They are
+read as the module reads them, against the whole input's shape: with
+:func:`~posenc.positions.resolve`'s forms, or, for a module whose ``_position_axes``
+is an int A (RoPE on axes, M-RoPE), with :func:`~posenc.positions.resolve_axes`'s,
+which add ``(A, L)`` and ``(A, B, L)``. What that reading finds (which dimension
+of ``positions`` holds the batch, which the axes) says how to cut them for a
+rank's shard, and each rank is handed a form its shard cannot misread: its batch
+may be A where the whole input's is not.
 """
 
 from __future__ import annotations
@@ -30,6 +37,8 @@ from typing import Any, TypeVar, cast
 
 import torch
 from torch import Tensor
+
+from .positions import AxisPositions, Positions, resolve, resolve_axes
 
 __all__ = ["bias_positions", "is_dtensor", "rotary_tables", "sequence_input"]
 
@@ -126,16 +135,21 @@ def _global_seq_len(offset: object, positions: object, length: int) -> int | Non
     return None if largest is None else max(largest + 1, 1)
 
 
-def sequence_input(seq_dim: int, *, ids: bool = False) -> Callable[[F], F]:
+def sequence_input(
+    seq_dim: int, *, ids: bool = False, position_ids: bool = False
+) -> Callable[[F], F]:
     """Decorate ``forward(self, x, *, offset=0, positions=None, ...)`` for DTensor inputs.
 
     ``seq_dim`` is the dimension of ``x`` that holds the sequence; dimension 0 is the
     batch when ``x`` has dimensions before it. ``ids``: ``x`` holds token ids and the
     output has one more (feature) dimension; otherwise the output has ``x``'s shape
-    and ``x``'s last dimension holds the features, which may not be sharded. A
-    ``seq_len`` keyword, where ``forward`` takes one and it is not given, gets the
-    whole input's default (its largest position + 1) when the module's frequencies
-    depend on the length.
+    and ``x``'s last dimension holds the features, which may not be sharded.
+    ``position_ids``: an integer ``x`` holds positions, and ``forward`` returns the
+    table's rows at them (one more, feature, dimension); they are their own
+    positions, so each rank looks up its shard, on any placement. A ``seq_len``
+    keyword, where ``forward`` takes one and it is not given, gets the whole input's
+    default (its largest position + 1) when the module's frequencies depend on the
+    length.
     """
 
     def decorate(forward: F) -> F:
@@ -149,7 +163,7 @@ def sequence_input(seq_dim: int, *, ids: bool = False) -> Callable[[F], F]:
                 if type(x) is Tensor or not is_dtensor(x):
                     return forward(self, x, offset=offset, positions=positions, seq_len=seq_len)
                 given = {"offset": offset, "positions": positions, "seq_len": seq_len}
-                return _local_call(forward, self, x, seq_dim, ids, given)
+                return _local_call(forward, self, x, seq_dim, ids, position_ids, given)
 
             return cast("F", functools.wraps(forward)(with_length))
 
@@ -157,7 +171,7 @@ def sequence_input(seq_dim: int, *, ids: bool = False) -> Callable[[F], F]:
             if type(x) is Tensor or not is_dtensor(x):
                 return forward(self, x, offset=offset, positions=positions)
             given = {"offset": offset, "positions": positions}
-            return _local_call(forward, self, x, seq_dim, ids, given)
+            return _local_call(forward, self, x, seq_dim, ids, position_ids, given)
 
         return cast("F", functools.wraps(forward)(wrapper))
 
@@ -170,10 +184,17 @@ def _local_call(
     x: Any,
     seq_dim: int,
     ids: bool,
+    position_ids: bool,
     kwargs: dict[str, Any],
 ) -> Any:
-    name = "token ids" if ids else "x"
     shape = tuple(x.shape)
+    if position_ids and not (x.is_floating_point() or x.is_complex() or x.dtype == torch.bool):
+        # Positions themselves: each rank's rows are those of its ids, wherever they lie.
+        _ranges(x, "position ids")  # checks the placements
+        kwargs = {k: _gathered(v) for k, v in kwargs.items()}
+        out = forward(module, x.to_local(), **kwargs)
+        return _wrap(out, x, (*shape, out.shape[-1]))
+    name = "token ids" if ids else "x"
     ranges = _ranges(x, name)
     if not ids:
         _refuse_feature_shards(x, ranges, name)
@@ -182,26 +203,70 @@ def _local_call(
     (lo, hi), batch = ranges[seq], (0 if seq > 0 else None)
     rows = None if batch is None or _whole(ranges, shape, batch) else ranges[batch]
     offset, positions = _gathered(kwargs.get("offset", 0)), _gathered(kwargs.get("positions"))
+    # The module's own reading of offset and positions, against the whole input.
+    axes = getattr(module, "_position_axes", None)
+    where = _read(length, axes, offset, positions, None if batch is None else shape[batch])
     # For frequencies that depend on the length: the whole input's, on every rank.
     needs_length = getattr(module, "_trained", True) is not None
     if "seq_len" in kwargs and kwargs["seq_len"] is None and needs_length:
         kwargs["seq_len"] = _global_seq_len(offset, positions, length)
     if isinstance(positions, Tensor):
-        if positions.dim() < 1 or positions.shape[-1] != length:
-            raise ValueError(
-                f"positions must have shape (L,) or (B, L) with L={length}, the global "
-                f"length of the DTensor {name}, got shape {tuple(positions.shape)}"
-            )
-        positions = positions[..., lo:hi]
-        if rows is not None and positions.dim() >= 2 and positions.shape[-2] == shape[0]:
-            positions = positions[..., rows[0] : rows[1], :]
-        kwargs["positions"] = positions
+        kwargs["positions"] = _local_positions(
+            positions[..., lo:hi], where, rows, batched=batch is not None, axes=axes
+        )
     elif isinstance(offset, Tensor) or (isinstance(offset, int) and not isinstance(offset, bool)):
-        if isinstance(offset, Tensor) and offset.dim() == 1 and rows is not None:
-            offset = offset[rows[0] : rows[1]] if offset.shape[0] == shape[0] else offset
+        if (
+            isinstance(offset, Tensor)
+            and offset.dim() == 1
+            and offset.shape[0] != 1
+            and rows is not None
+        ):
+            offset = offset[rows[0] : rows[1]]  # one per sequence: this rank's
         kwargs["offset"] = offset + lo
     out = forward(module, x.to_local(), **kwargs)
     return _wrap(out, x, (*shape, out.shape[-1]) if ids else shape)
+
+
+def _read(
+    length: int, axes: int | None, offset: Any, positions: Any, batch: int | None
+) -> Positions | AxisPositions:
+    """``offset`` and ``positions`` as a module on ``axes`` axes (None: one stream) reads them.
+
+    Raises the module's own errors, for the whole input's length and batch.
+    """
+    if axes is None:
+        return resolve(length, offset=offset, positions=positions, batch=batch)
+    return resolve_axes(length, axes, offset=offset, positions=positions, batch=batch)
+
+
+def _local_positions(
+    positions: Tensor,
+    where: Positions | AxisPositions,
+    rows: tuple[int, int] | None,
+    *,
+    batched: bool,
+    axes: int | None,
+) -> Tensor:
+    """A rank's positions (already cut to its tokens), in a form its shard reads the same way.
+
+    ``where`` is the whole input's reading of them: on axes, ``(A, L)`` or
+    ``(A, B, L)``, the batch on dimension 1; else ``(L,)`` or ``(B, L)`` (or
+    ``(1, B, L)``), the batch on dimension -2. One row per sequence is cut to the
+    rank's sequences ``rows``; a row of 1 is shared and stays. On axes a rank's
+    batch may be A where the whole batch is not: ``(A, L)`` goes as ``(A, 1, L)``
+    and one stream per sequence as ``(1, B, L)``, forms that cannot be misread.
+    """
+    if isinstance(where, AxisPositions):
+        if positions.dim() == 3:
+            if rows is not None and positions.shape[1] != 1:
+                positions = positions[:, rows[0] : rows[1]]
+            return positions
+        return positions.unsqueeze(1) if batched else positions
+    if positions.dim() >= 2 and rows is not None and positions.shape[-2] != 1:
+        positions = positions[..., rows[0] : rows[1], :]
+    if axes is not None and positions.dim() == 2:
+        positions = positions.unsqueeze(0)
+    return positions
 
 
 def rotary_tables(fn: F) -> F:

@@ -457,7 +457,7 @@ class LearnedPositionalEmbedding(nn.Module):
         _checks.learned_positions(index, self.max_len)
         return functional.embedding(index.to(self.weight.device), self.weight)
 
-    @_distributed.sequence_input(-2)
+    @_distributed.sequence_input(-2, position_ids=True)
     def forward(
         self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
     ) -> Tensor:

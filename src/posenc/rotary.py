@@ -596,6 +596,9 @@ class RotaryEmbedding(DerivedTables):
         self.n_axes: int = (
             len(self.axes) if self.axes else 3 if self._config.sections is not None else 1
         )
+        # The axes positions are read on (resolve_axes' forms), or None for one stream
+        # (resolve's): this module's reading, which the DTensor glue reads positions by.
+        self._position_axes: int | None = None if self._pair_axes is None else self.n_axes
         self._register_tables()
 
     def _table_shapes(self) -> tuple[tuple[int, ...], ...]:
@@ -725,10 +728,15 @@ class RotaryEmbedding(DerivedTables):
         device: torch.device | None,
     ) -> Positions | AxisPositions:
         """The positions of a call: :func:`resolve`, or :func:`resolve_axes` on axes."""
-        if self._pair_axes is None:
+        if self._position_axes is None:
             return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
         return resolve_axes(
-            length, self.n_axes, offset=offset, positions=positions, batch=batch, device=device
+            length,
+            self._position_axes,
+            offset=offset,
+            positions=positions,
+            batch=batch,
+            device=device,
         )
 
     def _rows(
