@@ -243,6 +243,23 @@ def _as_int64(name: str, t: object, what: str) -> Tensor:
     return t if t.dtype == torch.int64 else t.to(torch.int64)
 
 
+def _positions_tensor(
+    positions: object, offset: object, where: torch.device | None, shape_text: str
+) -> Tensor:
+    """``positions`` checked (no offset beside it, integer, on ``where``) and widened to int64."""
+    if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
+        raise ValueError(
+            "give either offset or positions, not both: add the offset to the positions"
+        )
+    _check_device(
+        "positions",
+        _checks.integer_tensor("positions", positions, shape_text),
+        where,
+        scalar_ok=False,
+    )
+    return _as_int64("positions", positions, shape_text)
+
+
 def resolve(
     length: int,
     *,
@@ -289,18 +306,9 @@ def resolve(
     length = _checks.length("length", length)
     where = None if device is None else torch.device(device)
     if positions is not None:
-        if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
-            raise ValueError(
-                "give either offset or positions, not both: add the offset to the positions"
-            )
-        shape_text = "an integer tensor of shape (L,) or (B, L)"
-        _check_device(
-            "positions",
-            _checks.integer_tensor("positions", positions, shape_text),
-            where,
-            scalar_ok=False,
+        index = _positions_tensor(
+            positions, offset, where, "an integer tensor of shape (L,) or (B, L)"
         )
-        index = _as_int64("positions", positions, shape_text)
         if index.dim() not in (1, 2) or index.shape[-1] != length:
             raise ValueError(
                 f"positions must have shape (L,) or (B, L) with L={length}, "
@@ -817,19 +825,10 @@ def resolve_axes(
             return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
     elif rows == 1:
         return resolve(length, offset=offset, positions=positions[0], batch=batch, device=device)
-    if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
-        raise ValueError(
-            "give either offset or positions, not both: add the offset to the positions"
-        )
     where = None if device is None else torch.device(device)
-    shape_text = "an integer tensor of shape (L,), (B, L), (A, L) or (A, B, L)"
-    _check_device(
-        "positions",
-        _checks.integer_tensor("positions", positions, shape_text),
-        where,
-        scalar_ok=False,
+    index = _positions_tensor(
+        positions, offset, where, "an integer tensor of shape (L,), (B, L), (A, L) or (A, B, L)"
     )
-    index = _as_int64("positions", positions, shape_text)
     if index.shape[0] != axes or index.shape[-1] != length:
         raise ValueError(
             f"positions on axes must have shape (A, L) or (A, B, L) with A={axes} and "
