@@ -29,6 +29,16 @@ from posenc.hf import HFRotaryEmbedding, exact_rotation, patch_rotary, rotary_fr
 
 Report = Callable[[str], None]
 VOCAB, LENGTH, FAR = 128, 24, 10**6
+#: The sizes of the tiny encoder-decoder models (Marian, Whisper) the recipes are run on.
+TINY_SEQ2SEQ = {
+    "d_model": 64,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 128,
+    "decoder_ffn_dim": 128,
+}
 TINY = {
     "hidden_size": 64,
     "intermediate_size": 128,
@@ -597,13 +607,7 @@ def test_marian_recipe_sinusoid_tables() -> None:
     torch.manual_seed(0)
     config = MarianConfig(
         vocab_size=VOCAB,
-        d_model=64,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=128,
-        decoder_ffn_dim=128,
+        **TINY_SEQ2SEQ,
         max_position_embeddings=256,
         pad_token_id=0,
         decoder_start_token_id=0,
@@ -628,13 +632,7 @@ def test_whisper_recipe_encoder_sinusoid(peer_report: Report) -> None:
     torch.manual_seed(0)
     config = WhisperConfig(
         vocab_size=VOCAB,
-        d_model=64,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=128,
-        decoder_ffn_dim=128,
+        **TINY_SEQ2SEQ,
         num_mel_bins=16,
         max_source_positions=1500,
         max_target_positions=64,
