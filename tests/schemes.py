@@ -244,6 +244,36 @@ L0 = ((0, "L"),)
 L1 = ((1, "L"),)
 L2 = ((2, "L"),)
 
+
+def _rotary(
+    name: str,
+    sample: Callable[[int], tuple[Tensor, ...]] = heads,
+    dims: tuple[Length, ...] = L2,
+    *,
+    rows: int | None = None,
+    axes: int = 0,
+    axis_dims: tuple[int, ...] | None = None,
+    **options: object,
+) -> Scheme:
+    """A RotaryEmbedding entry: D features, MAX_LEN rows, the rotary contracts."""
+
+    def make() -> nn.Module:
+        return posenc.RotaryEmbedding(D, max_len=MAX_LEN, axes=axis_dims, **options)  # type: ignore[arg-type]
+
+    return Scheme(
+        name,
+        make,
+        sample,
+        dims,
+        positions=True,
+        extrapolates=True,
+        linear="rotates",
+        rows=rows,
+        accessor=_cos_sin,
+        axes=axes,
+    )
+
+
 SCHEMES: list[Scheme] = [
     Scheme(
         "PositionalEncoding",
@@ -273,99 +303,28 @@ SCHEMES: list[Scheme] = [
         positions=True,
         linear="adds",
     ),
-    Scheme(
-        "RotaryEmbedding",
-        lambda: posenc.RotaryEmbedding(D, max_len=MAX_LEN),
-        heads,
-        L2,
-        positions=True,
-        extrapolates=True,
-        linear="rotates",
-        accessor=_cos_sin,
+    _rotary("RotaryEmbedding"),
+    _rotary("RotaryEmbedding-interleaved", layout="interleaved"),
+    _rotary(  # on (B, L, D): no heads
+        "RotaryEmbedding-linear", tokens, L1, scaling={"rope_type": "linear", "factor": 2.0}
     ),
-    Scheme(
-        "RotaryEmbedding-interleaved",
-        lambda: posenc.RotaryEmbedding(D, layout="interleaved", max_len=MAX_LEN),
-        heads,
-        L2,
-        positions=True,
-        extrapolates=True,
-        linear="rotates",
-        accessor=_cos_sin,
-    ),
-    Scheme(
-        "RotaryEmbedding-linear",  # on (B, L, D): no heads
-        lambda: posenc.RotaryEmbedding(
-            D, max_len=MAX_LEN, scaling={"rope_type": "linear", "factor": 2.0}
-        ),
-        tokens,
-        L1,
-        positions=True,
-        extrapolates=True,
-        linear="rotates",
-        accessor=_cos_sin,
-    ),
-    Scheme(
+    _rotary(
         "RotaryEmbedding-yarn",
-        lambda: posenc.RotaryEmbedding(
-            D,
-            max_len=MAX_LEN,
-            scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
-        ),
-        heads,
-        L2,
-        positions=True,
-        extrapolates=True,
-        linear="rotates",
-        accessor=_cos_sin,
+        scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16},
     ),
-    Scheme(
-        "RotaryEmbedding-dynamic",  # frequencies from the length past 32 positions
-        lambda: posenc.RotaryEmbedding(
-            D,
-            max_len=MAX_LEN,
-            scaling={"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 32},
-        ),
-        heads,
-        L2,
-        positions=True,
-        extrapolates=True,
-        linear="rotates",
+    _rotary(  # frequencies from the length past 32 positions
+        "RotaryEmbedding-dynamic",
         rows=32,  # past its 32 trained positions the frequencies follow the length
-        accessor=_cos_sin,
+        scaling={"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 32},
     ),
-    Scheme(
-        "RotaryEmbedding-axes",  # FLUX's form: three axes, each its own ladder, pairs interleaved
-        lambda: posenc.RotaryEmbedding(
-            D, base=10_000.0, layout="interleaved", max_len=MAX_LEN, axes=(8, 12, 12)
-        ),
-        heads,
-        L2,
-        positions=True,
-        extrapolates=True,
-        linear="rotates",
-        accessor=_cos_sin,
-        axes=3,
+    _rotary(  # FLUX's form: three axes, each its own ladder, pairs interleaved
+        "RotaryEmbedding-axes", axes=3, base=10_000.0, layout="interleaved", axis_dims=(8, 12, 12)
     ),
-    Scheme(
-        "RotaryEmbedding-mrope-interleaved",  # Qwen3-VL's M-RoPE (compiled == eager: vllm 40680)
-        lambda: posenc.RotaryEmbedding(
-            D,
-            base=5_000_000.0,
-            max_len=MAX_LEN,
-            scaling={
-                "rope_type": "default",
-                "mrope_section": [6, 5, 5],
-                "mrope_interleaved": True,
-            },
-        ),
-        heads,
-        L2,
-        positions=True,
-        extrapolates=True,
-        linear="rotates",
-        accessor=_cos_sin,
+    _rotary(  # Qwen3-VL's M-RoPE (compiled == eager: vllm 40680)
+        "RotaryEmbedding-mrope-interleaved",
         axes=3,
+        base=5_000_000.0,
+        scaling={"rope_type": "default", "mrope_section": [6, 5, 5], "mrope_interleaved": True},
     ),
     Scheme(
         "ALiBi",
