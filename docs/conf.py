@@ -23,7 +23,9 @@ import posenc
 matplotlib.use("agg")
 
 HERE = Path(__file__).parent.resolve()
-sys.path.insert(0, str(HERE / "_ext"))  # gallery_hooks and bench_results, named by string
+sys.path.insert(0, str(HERE / "_ext"))  # gallery_hooks, bench_results, i18n_site
+
+from i18n_site import REUSE_EXAMPLES  # noqa: E402 (from _ext/, put on the path above)
 
 # -- Project ------------------------------------------------------------------
 project = "posenc"
@@ -42,11 +44,12 @@ extensions = [
     "sphinx_copybutton",
     "sphinx_gallery.gen_gallery",
     "bench_results",  # _ext/: the saved benchmark run as tables
+    "i18n_site",  # _ext/: the language switcher, the untranslated-page notice, figures
 ]
 
 root_doc = "index"
 exclude_patterns = ["_build", "_ext", "_intersphinx", "**/*.md5", "**/*.ipynb"]
-templates_path: list[str] = []
+templates_path = ["_templates"]
 nitpicky = True
 # Nothing is ignored: every cross-reference, including the types in signatures,
 # must resolve, either here or in the local inventories.
@@ -108,8 +111,8 @@ sphinx_gallery_conf = {
     "ignore_pattern": r"__init__\.py",
     "backreferences_dir": "gen_modules/backreferences",
     "doc_module": ("posenc",),
-    # Every build runs every example: an example is documentation of the code as it is now.
-    "run_stale_examples": True,
+    # Every English build runs every example: an example is documentation of the code
+    # as it is now.
     "abort_on_example_error": True,
     "only_warn_on_example_error": False,
     "reset_modules": ("matplotlib", "gallery_hooks.reset_state"),
@@ -122,9 +125,15 @@ sphinx_gallery_conf = {
         "../examples/schemes",
     ],
     "within_subsection_order": "FileNameSortKey",
+    # A translated build (``nox -s docs-i18n``) reads the English run's pages and
+    # figures rather than running the examples again (i18n_site.REUSE_EXAMPLES).
+    "run_stale_examples": not REUSE_EXAMPLES,
     "remove_config_comments": True,
     "download_all_examples": False,
     "write_computation_times": False,
+    # No "Total running time" line: it changes on every run, so it would be a new
+    # message for the translations each time (the timings are on the Performance page).
+    "min_reported_time": float("inf"),
     "show_signature": False,
     # Each figure also at twice the resolution, for high-density screens; and the
     # size of each figure's smallest text recorded (gallery_hooks.figure_scraper).
@@ -132,6 +141,16 @@ sphinx_gallery_conf = {
     "image_scrapers": ("gallery_hooks.figure_scraper",),
     "log_level": {"backreference_missing": "warning"},
 }
+
+# -- Languages -----------------------------------------------------------------
+# English is the source; Korean and Japanese are built by `nox -s docs-i18n` from the
+# catalogs in locales/ (one per page; locales/GLOSSARY.md is the terms they follow).
+# locale_dirs must be absolute: sphinx-gallery's pages are read from another folder.
+language = "en"
+locale_dirs = [str(HERE / "locales")]
+gettext_compact = False  # one catalog per page: guide/order.po, api.po, ...
+gettext_uuid = False
+gettext_auto_build = True
 
 # -- HTML ----------------------------------------------------------------------
 html_theme = "furo"

@@ -41,7 +41,7 @@ def reset_state(gallery_conf: dict[str, Any], fname: str) -> None:
     matplotlib.rcParams["svg.hashsalt"] = "posenc"
 
 
-def _smallest_text(fig: Any) -> tuple[float, str]:
+def smallest_text(fig: Any) -> tuple[float, str]:
     """The font size, in points, of the smallest visible text in a figure, and the text.
 
     Every text artist that is drawn counts: titles, axis labels, tick labels, legend
@@ -89,12 +89,17 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
     from sphinx.util import logging
     from sphinx_gallery.scrapers import matplotlib_scraper
 
+    from figures_i18n import keep
+
     paths = block_vars["image_path_iterator"]
     done = len(paths)
     measured = []
-    for num in plt.get_fignums():
+    for i, num in enumerate(plt.get_fignums()):
         fig = plt.figure(num)
-        points, sample = _smallest_text(fig)
+        # for the translated sites, which draw it again with their labels
+        # (the path that matplotlib_scraper below saves it under)
+        keep(fig, paths.image_path.format(done + i + 1), gallery_conf["image_srcset"])
+        points, sample = smallest_text(fig)
         dpi = matplotlib.rcParams["savefig.dpi"]  # the resolution of the 1x image
         dpi = fig.dpi if dpi == "figure" else dpi
         width = round(fig.get_figwidth() * dpi)

@@ -1,0 +1,122 @@
+"""The gallery's figures in each language, drawn from the English run's figures.
+
+The English build (``nox -s docs``) keeps every figure it saves, pickled beside its
+PNG (:func:`keep`). ``nox -s docs-i18n`` loads each one, puts the translation of
+every text in it that ``figures.po`` translates (titles, axis labels, legends,
+annotations; numbers and formulas are left as they are), and saves it again as
+``<name>.<language>.png`` and its 2x twin, with the same size and resolution
+(:func:`translate`). The examples are not run again, and stay English.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+# The fonts that draw Korean and Japanese (Debian's fonts-noto-cjk). Latin letters
+# and digits keep matplotlib's own DejaVu Sans, as in the English figures; a
+# character DejaVu Sans lacks is drawn from the CJK font.
+CJK_FONT = {"ko": "Noto Sans CJK KR", "ja": "Noto Sans CJK JP"}
+LATIN_FONT = "DejaVu Sans"
+KEPT = ".figure.pickle"
+# A text worth translating has a word in it once its formulas ($...$) are removed;
+# "0", "−1.0", "$10^{-3}$" and "2**20" are not.
+WORD = re.compile(r"[A-Za-z]{2,}")
+MATH = re.compile(r"\$[^$]*\$")
+
+
+def translatable(text: str) -> bool:
+    return bool(WORD.search(MATH.sub("", text)))
+
+
+def keep(fig: Any, image_path: str | Path, srcset: list[float]) -> None:
+    """Pickle a figure as the English build saves it, with what its saving needs."""
+    import matplotlib
+
+    to_rgba = matplotlib.colors.to_rgba
+    savefig: dict[str, Any] = {}
+    for attr in ("facecolor", "edgecolor"):  # as sphinx-gallery's scraper decides
+        value = getattr(fig, f"get_{attr}")()
+        if to_rgba(value) != to_rgba(matplotlib.rcParams[f"figure.{attr}"]):
+            savefig[attr] = value
+    dpi = matplotlib.rcParams["savefig.dpi"]
+    record = {
+        "figure": fig,
+        "savefig": savefig,
+        "dpi": fig.dpi if dpi == "figure" else dpi,
+        "srcset": [m for m in srcset if m != 1],
+        "rc": {k: v for k, v in matplotlib.rcParams.items() if k.startswith("savefig.")},
+    }
+    Path(image_path).with_suffix(KEPT).write_bytes(pickle.dumps(record))
+
+
+def kept_figures(auto_examples: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    for path in sorted(auto_examples.rglob(f"images/*{KEPT}")):
+        yield path, pickle.loads(path.read_bytes())  # noqa: S301 (our own build's files)
+
+
+def _texts(fig: Any) -> Iterator[Any]:
+    from matplotlib.text import Text
+
+    seen: set[int] = set()
+    for text in fig.findobj(Text):
+        if id(text) not in seen and translatable(text.get_text()):
+            seen.add(id(text))
+            yield text
+
+
+def figure_texts(auto_examples: Path) -> Iterator[tuple[str, str]]:
+    """Every translatable text of every kept figure, with the figure's file name."""
+    for path, record in kept_figures(auto_examples):
+        name = path.name.removesuffix(KEPT) + ".png"
+        for text in _texts(record["figure"]):
+            yield text.get_text(), name
+
+
+def translate(
+    auto_examples: Path, language: str, lookup: Callable[[str], str | None]
+) -> dict[str, Any]:
+    """Save every kept figure with its texts in ``language``; return the text record.
+
+    ``lookup`` gives the translation of a text, or None where there is none (the text
+    is then drawn as it is). The record has, per saved image, its width and its
+    smallest text, as ``gallery_hooks.figure_scraper`` records the English figures.
+    """
+    import matplotlib
+    import matplotlib.pyplot as plt
+
+    from gallery_hooks import smallest_text
+
+    record: dict[str, Any] = {}
+    family = [LATIN_FONT, CJK_FONT[language]]
+    for path, kept in kept_figures(auto_examples):
+        fig = kept["figure"]
+        for text in _texts(fig):
+            translated = lookup(text.get_text())
+            if translated:
+                text.set_text(translated)
+            text.set_fontfamily(family)
+        stem = path.name.removesuffix(KEPT)
+        with matplotlib.rc_context(kept["rc"]):
+            target = path.with_name(f"{stem}.{language}.png")
+            fig.savefig(target, dpi=kept["dpi"], **kept["savefig"])
+            for multiplier in kept["srcset"]:
+                times = f"{multiplier:.2f}".replace(".", "_")  # as sphinx-gallery names it
+                twin = path.with_name(f"{stem}_{times}x.{language}.png")
+                fig.savefig(twin, dpi=kept["dpi"] * multiplier, **kept["savefig"])
+            points, sample = smallest_text(fig)
+        record[target.name] = {
+            "width_px": round(fig.get_figwidth() * kept["dpi"]),
+            "min_text_pt": round(points, 3),
+            "min_text_px": round(points * kept["dpi"] / 72, 3),
+            "text": sample[:60],
+        }
+        plt.close(fig)
+    (auto_examples / f"figure_text.{language}.json").write_text(
+        json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return record

@@ -1,0 +1,336 @@
+"""The translations' catalogs: extract, update, check, draw the figures, count.
+
+Run by ``nox -s docs-i18n`` (in the docs venv, from the repository root)::
+
+    python docs/i18n.py extract          # English messages -> docs/_build/gettext/*.pot
+    python docs/i18n.py update ko ja     # the catalogs in docs/locales follow them
+    python docs/i18n.py check ko ja      # fail on what a translation dropped or left out
+    python docs/i18n.py figures ko ja    # the gallery's figures, labelled in each language
+    python docs/i18n.py stats ko ja      # messages and words, translated and not
+
+The catalogs are ``docs/locales/<language>/LC_MESSAGES/<page>.po``, one per page of the
+learner's path (``_ext/i18n_site.LEARNERS_PATH``), ``api.po`` with the messages of the
+entries in ``API_ENTRIES`` only, ``figures.po`` (the figures' text) and ``sphinx.po``
+(the theme's and the search page's strings that Sphinx and furo leave untranslated).
+Every other page has no catalog and is shown in English, with a notice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from babel.messages.catalog import Catalog, Message
+from babel.messages.pofile import read_po, write_po
+
+DOCS = Path(__file__).parent.resolve()
+sys.path.insert(0, str(DOCS / "_ext"))
+
+from i18n_site import API_ENTRIES, API_PAGE, LEARNERS_PATH  # noqa: E402
+
+LOCALES = DOCS / "locales"
+GETTEXT = DOCS / "_build" / "gettext"
+FIGURES_POT = GETTEXT / "figures.pot"
+FIGURES = "figures"
+THEME = "sphinx"  # Sphinx's own domain: the theme's and the search page's strings
+
+
+def po_path(language: str, domain: str) -> Path:
+    return LOCALES / language / "LC_MESSAGES" / f"{domain}.po"
+
+
+def read(path: Path) -> Catalog:
+    with path.open("rb") as file:
+        return read_po(file)
+
+
+def write(path: Path, catalog: Catalog) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    catalog.fuzzy = False  # the header: a fuzzy header is left out of the .mo
+    buffer = io.BytesIO()
+    write_po(buffer, catalog, width=0, omit_header=False, sort_output=False)
+    # No dates and no placeholders in the header: a catalog changes only when a
+    # message does.
+    text = buffer.getvalue().decode("utf-8")
+    head, _, body = text.partition("\n\n")
+    head = "\n".join(
+        line for line in head.splitlines()
+        if not re.match(r'^(#|"(POT-Creation-Date|PO-Revision-Date|Last-Translator|'
+                        r'Report-Msgid-Bugs-To|Generated-By))', line)
+    )  # fmt: skip
+    title = f"# {catalog.locale_identifier or 'English'} messages of posenc's documentation.\n"
+    path.write_text(title + head + "\n\n" + body, encoding="utf-8")
+
+
+# "src/posenc/embedding.py:docstring of posenc.embedding.Embeddings.forward:3", which
+# babel reads as three locations, the last "posenc.embedding.Embeddings.forward".
+API_LOCATION = re.compile(
+    r"^posenc\.(?:\w+\.)*?(?P<name>" + "|".join(API_ENTRIES) + r")(?:\.\w+)*$"
+)
+
+
+def in_api_entries(message: Message) -> bool:
+    """Whether a message of the API page comes from one of the translated entries."""
+    return any(API_LOCATION.match(location) for location, _ in message.locations)
+
+
+def path_figures(name: str) -> bool:
+    """Whether a figure (by file name) belongs to an example on the learner's path."""
+    examples = {page.rsplit("/", 1)[1] for page in LEARNERS_PATH if "/plot_" in page}
+    return any(name.startswith(f"sphx_glr_{example}_") for example in examples)
+
+
+def domains() -> list[str]:
+    """The catalogs that have an English template: the path's pages, the API, figures."""
+    return [*LEARNERS_PATH, API_PAGE, FIGURES]
+
+
+def template(domain: str) -> Catalog:
+    """The freshly extracted English messages of one catalog."""
+    path = FIGURES_POT if domain == FIGURES else GETTEXT / f"{domain}.pot"
+    if not path.is_file():
+        raise SystemExit(f"{path} is missing: run `python docs/i18n.py extract` first")
+    catalog = read(path)
+    if domain == API_PAGE:
+        kept = Catalog(locale=None, project=catalog.project, version=catalog.version)
+        for message in catalog:
+            if message.id and in_api_entries(message):
+                kept[message.id] = message
+        catalog = kept
+    return catalog
+
+
+def messages(catalog: Catalog) -> Iterator[Message]:
+    for message in catalog:
+        if message.id:
+            yield message
+
+
+# -- extract -------------------------------------------------------------------
+
+
+def extract() -> None:
+    """The English messages of every page (sphinx-build -b gettext) and of the figures."""
+    env = {**os.environ, "POSENC_DOCS_REUSE_EXAMPLES": "1"}
+    if not (DOCS / "auto_examples" / "index.rst").is_file():
+        raise SystemExit("the gallery's pages are missing: run `nox -s docs` first")
+    subprocess.run(
+        [sys.executable, "-m", "sphinx", "-q", "-b", "gettext", "-d",
+         str(DOCS / "_build" / "doctrees-gettext"), str(DOCS), str(GETTEXT)],
+        check=True, env=env,
+    )  # fmt: skip
+    from figures_i18n import figure_texts  # noqa: PLC0415 (needs matplotlib)
+
+    catalog = Catalog(project="posenc")
+    for text, where in figure_texts(DOCS / "auto_examples"):
+        if not path_figures(where):
+            continue
+        if text in catalog:
+            catalog[text].locations.append((where, 0))
+        else:
+            catalog.add(text, locations=[(where, 0)])
+    write(FIGURES_POT, catalog)
+    print(f"extracted {len(list(GETTEXT.rglob('*.pot')))} templates into {GETTEXT}")
+
+
+# -- update --------------------------------------------------------------------
+
+
+def update(languages: Iterable[str]) -> None:
+    """Each catalog follows its template: new messages empty, gone ones dropped.
+
+    No fuzzy matching: a changed English sentence is a new message, translated anew,
+    never an old translation of another sentence marked for review.
+    """
+    for language in languages:
+        for domain in domains():
+            fresh = template(domain)
+            path = po_path(language, domain)
+            old = read(path) if path.is_file() else Catalog(locale=language)
+            done = {m.id: m.string for m in messages(old) if m.string and "fuzzy" not in m.flags}
+            catalog = Catalog(locale=language, project="posenc", version=fresh.version)
+            catalog.language_team = LANGUAGE_TEAM[language]
+            for message in messages(fresh):
+                catalog.add(
+                    message.id,
+                    done.get(message.id, ""),
+                    locations=message.locations,
+                    auto_comments=message.auto_comments,
+                )
+            write(path, catalog)
+            total = len(list(messages(catalog)))
+            left = sum(1 for m in messages(catalog) if not m.string)
+            print(f"{language} {domain}: {total} messages, {left} untranslated")
+
+
+LANGUAGE_TEAM = {"ko": "posenc Korean <ko>", "ja": "posenc Japanese <ja>"}
+
+
+# -- check ---------------------------------------------------------------------
+
+CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef"
+# Inline markup of reST, outermost first: code, roles (with their target), references,
+# substitutions, strong and emphasis, and a default-role `text`.
+INLINE = re.compile(
+    r"``.+?``"
+    r"|:[\w:.+-]+:`[^`]+`"
+    r"|`[^`]+`__?"
+    r"|`[^`]+`"
+    r"|\|[^|\s][^|]*\|_{0,2}"
+    r"|\*\*[^*]+\*\*"
+    r"|(?<![A-Za-z0-9_*])\*[^*\s][^*]*\*(?![A-Za-z0-9_*])"
+)
+NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+GLUE = re.compile(f"[{CJK}]")
+
+
+def kept_markup(text: str) -> list[str]:
+    """What a translation must keep of a message, as it is: code, formulas, targets.
+
+    Code (````x````), formulas (``:math:``) and role targets are kept whole; a role's
+    shown text (``:doc:`the guide <guide/index>```) and a link's text are translated,
+    so only their targets count; strong and emphasis text is translated.
+    """
+    kept = []
+    for match in INLINE.finditer(text):
+        token = match.group(0)
+        if token.startswith("``"):
+            kept.append(token)
+        elif token.startswith(":"):
+            role, _, body = token.partition(":`")
+            target = re.search(r"<([^<>]+)>`$", token)
+            if role.endswith(":math") or role.endswith(":bench") or not target:
+                kept.append(token)
+            else:
+                kept.append(f"{role}:`<{target.group(1)}>`")
+        elif token.startswith("`") and token.endswith("_"):
+            target = re.search(r"<([^<>]+)>`", token)
+            if target:
+                kept.append(f"link <{target.group(1)}>")
+        elif token.startswith("|"):
+            kept.append(token)
+    return sorted(kept)
+
+
+def prose(text: str) -> str:
+    """The message without its inline markup: what is read as words."""
+    return INLINE.sub(" ", text)
+
+
+def glued(text: str) -> list[str]:
+    """Inline markup that touches a Korean or Japanese character (reST would not see it)."""
+    found = []
+    for match in INLINE.finditer(text):
+        before = text[max(0, match.start() - 1) : match.start()]
+        after = text[match.end() : match.end() + 1]
+        if GLUE.match(before) or GLUE.match(after):
+            found.append(text[max(0, match.start() - 2) : match.end() + 2])
+    return found
+
+
+def glossary() -> list[dict[str, str]]:
+    """The rows of locales/GLOSSARY.md's table."""
+    rows = []
+    lines = (LOCALES / "GLOSSARY.md").read_text(encoding="utf-8").splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    header = [cell.strip() for cell in table[0].strip("|").split("|")]
+    for line in table[2:]:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
+def english_term(term: str) -> re.Pattern[str]:
+    """``positional encoding`` -> words in any case, plural too; the part before ( only."""
+    words = term.split("(")[0].strip()
+    alternatives = [w.strip() for w in words.split(",")]
+    body = "|".join(re.escape(w).replace("\\ ", r"[\s-]+") + r"s?" for w in alternatives)
+    return re.compile(rf"\b(?:{body})\b", re.IGNORECASE)
+
+
+TEAM_COLUMN = {"ko": "한국어", "ja": "日本語"}
+
+
+def problems(language: str, message: Message, rows: list[dict[str, str]]) -> Iterator[str]:
+    """What is wrong with one translated message."""
+    english, translated = message.id, message.string
+    if not translated:
+        yield "not translated"
+        return
+    if "fuzzy" in message.flags:
+        yield "fuzzy"
+    if kept_markup(english) != kept_markup(translated):
+        lost = sorted(set(kept_markup(english)) - set(kept_markup(translated)))
+        added = sorted(set(kept_markup(translated)) - set(kept_markup(english)))
+        yield f"code, roles or formulas differ: lost {lost}, added {added}"
+    numbers = sorted(NUMBER.findall(prose(english)))
+    there = NUMBER.findall(prose(translated))
+    missing = [n for n in numbers if n not in there]
+    if missing:
+        yield f"numbers dropped: {missing}"
+    for piece in glued(translated):
+        yield f"markup glued to the text (separate it with '\\ '): {piece!r}"
+    column = TEAM_COLUMN[language]
+    for row in rows:
+        target = row[column]
+        for avoided in filter(None, (a.strip() for a in row[f"avoid ({language})"].split(";"))):
+            if avoided in translated:
+                yield f"glossary: {avoided!r} is to be avoided, write {target!r}"
+        if row["checked"] == "yes" and english_term(row["English"]).search(prose(english)):
+            if target.split(" (")[0] not in translated:
+                yield f"glossary: {row['English']!r} is {target!r} here"
+
+
+def check(languages: Iterable[str]) -> None:
+    """Fail if a catalog is behind its template, incomplete, or lost what it must keep."""
+    rows = glossary()
+    failures = 0
+    for language in languages:
+        for domain in domains():
+            path = po_path(language, domain)
+            fresh = {m.id for m in messages(template(domain))}
+            if not path.is_file():
+                print(f"{language} {domain}: no catalog ({path})")
+                failures += 1
+                continue
+            catalog = read(path)
+            have = {m.id for m in messages(catalog)}
+            for gone in sorted(fresh - have):
+                print(f"{language} {domain}: new English message: {gone[:70]!r}")
+                failures += 1
+            for stale in sorted(have - fresh):
+                print(f"{language} {domain}: message no longer in English: {stale[:70]!r}")
+                failures += 1
+            for message in messages(catalog):
+                for problem in problems(language, message, rows) if message.id in fresh else ():
+                    print(f"{path.relative_to(DOCS)}: {problem}\n    msgid {message.id[:90]!r}")
+                    failures += 1
+    if failures:
+        raise SystemExit(
+            f"{failures} problems in the catalogs (a new or changed English message: "
+            "`python docs/i18n.py update`, then translate it)"
+        )
+    print("the catalogs are complete and keep their code, roles, numbers and terms")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("command", choices=["extract", "update", "check", "figures", "stats"])
+    parser.add_argument("languages", nargs="*", default=["ko", "ja"])
+    args = parser.parse_args(argv)
+    if args.command == "extract":
+        extract()
+    elif args.command == "update":
+        update(args.languages)
+    elif args.command == "check":
+        check(args.languages)
+
+
+if __name__ == "__main__":
+    main()
