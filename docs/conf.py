@@ -163,6 +163,19 @@ html_last_updated_fmt = None
 html_show_sourcelink = False
 html_copy_source = False
 html_theme_options = {"navigation_with_keys": True}
+# furo's sidebar, with the language switcher (_templates/sidebar/languages.html) under
+# the search box.
+html_sidebars = {
+    "**": [
+        "sidebar/brand.html",
+        "sidebar/search.html",
+        "sidebar/languages.html",
+        "sidebar/scroll-start.html",
+        "sidebar/navigation.html",
+        "sidebar/scroll-end.html",
+        "sidebar/variant-selector.html",
+    ]
+}
 
 # MathJax 3 from the site itself (copied by copy_mathjax below). With the textmacros
 # package, \text{} reads text-mode macros as LaTeX does: \text{max\_period} shows
@@ -328,8 +341,9 @@ def check_code_lines(app, doctree) -> None:  # type: ignore[no-untyped-def]
 
 
 # A gallery figure in a page's HTML, by file name: sphx_glr_plot_01_waveforms_001.png.
+# In a translation, the figure drawn in its language: sphx_glr_plot_01_waveforms_001.ko.png.
 GALLERY_IMG = re.compile(
-    r"<img\b[^>]*?\bsrc=\"(?P<src>[^\"]*?(?P<name>sphx_glr_\w+_\d{3})\.png)\"[^>]*>"
+    r"<img\b[^>]*?\bsrc=\"(?P<src>[^\"]*?(?P<name>sphx_glr_\w+_\d{3})(?P<lang>\.[a-z]{2})?\.png)\"[^>]*>"
 )
 
 
@@ -346,14 +360,15 @@ def add_srcset(app, pagename, templatename, context, doctree) -> None:  # type: 
 
     def with_srcset(match: re.Match[str]) -> str:
         tag, src, name = match.group(0), match["src"], match["name"]
-        found = sorted(gallery.glob(f"*/images/{name}_2_00x.png"))  # one per section
+        suffix = f"{match['lang'] or ''}.png"
+        found = sorted(gallery.glob(f"*/images/{name}_2_00x{suffix}"))  # one per section
         if "srcset=" in tag or not found:
             return tag
         double = found[0]
         target = Path(app.outdir) / app.builder.imagedir / double.name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(double, target)
-        src2 = src[: -len(f"{name}.png")] + double.name
+        src2 = src[: -len(f"{name}{suffix}")] + double.name
         return tag.replace(f'src="{src}"', f'src="{src}" srcset="{src}, {src2} 2x"', 1)
 
     context["body"] = GALLERY_IMG.sub(with_srcset, body)

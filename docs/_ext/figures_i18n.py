@@ -29,6 +29,30 @@ WORD = re.compile(r"[A-Za-z]{2,}")
 MATH = re.compile(r"\$[^$]*\$")
 
 
+def require_font(language: str) -> None:
+    """Fail, saying what to install, unless matplotlib can draw ``language``'s font.
+
+    A font installed after matplotlib last listed the fonts is not in its cache yet:
+    the list is rebuilt once before giving up.
+    """
+    from matplotlib import font_manager
+
+    family = CJK_FONT[language]
+    wanted = font_manager.FontProperties(family=family)
+    for attempt in range(2):
+        try:
+            font_manager.fontManager.findfont(wanted, fallback_to_default=False)
+            return
+        except ValueError:
+            if attempt == 0:  # matplotlib's own rebuild of its font list (and its cache)
+                manager = font_manager._load_fontmanager(try_read_cache=False)
+                font_manager.fontManager, font_manager.findfont = manager, manager.findfont
+    raise SystemExit(
+        f"matplotlib has no font {family!r} to draw the {language} figures: install "
+        "Debian's fonts-noto-cjk (apt-get install fonts-noto-cjk), as .ci/run does"
+    )
+
+
 def translatable(text: str) -> bool:
     return bool(WORD.search(MATH.sub("", text)))
 
@@ -91,6 +115,7 @@ def translate(
 
     from gallery_hooks import smallest_text
 
+    require_font(language)
     record: dict[str, Any] = {}
     family = [LATIN_FONT, CJK_FONT[language]]
     for path, kept in kept_figures(auto_examples):

@@ -1,13 +1,30 @@
 """The site in English, Korean and Japanese (named by string in conf.py).
 
-English is the source. ``nox -s docs-i18n`` builds each translation from the catalogs
-in ``docs/locales/<language>/LC_MESSAGES/`` (one per page), into
-``docs/_build/html/<language>/``, beside English in ``docs/_build/html/en/``.
+English is the source and is built by ``nox -s docs`` into ``docs/_build/html/en/``;
+``nox -s docs-i18n`` builds each translation from the catalogs in
+``docs/locales/<language>/LC_MESSAGES/`` (one per page) into
+``docs/_build/html/<language>/``. This extension gives every page:
+
+- a language switcher in the sidebar (``_templates/sidebar/languages.html``) that
+  links to the same page in each language, by a relative link, so that it works
+  offline and from ``file://``;
+- in a translation, a one-line notice at the top of each page that is not
+  translated yet (every page off the learner's path);
+- in a translation, the gallery's figures drawn with translated labels
+  (``<name>.<language>.png``, from ``docs/i18n.py figures``), where they exist;
+
+and writes, after each build, the root page ``docs/_build/html/index.html`` that
+picks the reader's language.
 """
 
 from __future__ import annotations
 
+import html
+import json
 import os
+import re
+from pathlib import Path
+from typing import Any
 
 # Set by `nox -s docs-i18n`: read the English run's gallery pages and figures as they
 # are, rather than run the examples again.
@@ -39,6 +56,171 @@ LEARNERS_PATH = (
 API_PAGE = "api"
 API_ENTRIES = ("Embeddings", "PositionalEncoding", "TokenAndPositionEmbedding", "sinusoidal_table")
 
+# The notice at the top of a page that is not translated, in the reader's language.
+NOT_TRANSLATED = {
+    "ko": "이 페이지는 아직 번역되지 않았다. 아래는 영어 원문이다.",
+    "ja": "このページはまだ翻訳されていません。以下は英語の原文です。",
+}
+PARTLY_TRANSLATED = {
+    "ko": "이 페이지에서 번역된 것은 {names} 항목뿐이다. 나머지는 영어 원문이다.",
+    "ja": "このページで翻訳済みなのは {names} の項目だけです。ほかは英語の原文です。",
+}
+NAME_SEPARATOR = {"ko": ", ", "ja": "、"}
+# The switcher's label, read by screen readers and shown above it.
+SWITCHER_LABEL = {"en": "Language", "ko": "언어", "ja": "言語"}
 
-def setup(app):  # type: ignore[no-untyped-def]
+FIGURE = re.compile(r"(?P<stem>sphx_glr_\w+?_\d{3}(?:_\d_\d\dx)?)\.png")
+
+
+def translated_fully(docname: str) -> bool:
+    return docname in LEARNERS_PATH
+
+
+def _gallery_images(app: Any) -> Path:
+    return Path(app.srcdir) / "auto_examples"
+
+
+def localise_figures(app: Any, docname: str, source: list[str]) -> None:
+    """In a translation, show each gallery figure drawn in its language, if it was."""
+    language = app.config.language
+    if language not in TRANSLATIONS or "sphx_glr_" not in source[0]:
+        return
+    gallery = _gallery_images(app)
+
+    def swap(match: re.Match[str]) -> str:
+        stem = match["stem"]
+        found = list(gallery.glob(f"*/images/{stem}.{language}.png"))
+        return f"{stem}.{language}.png" if found else match.group(0)
+
+    source[0] = FIGURE.sub(swap, source[0])
+
+
+def add_notice(app: Any, doctree: Any) -> None:
+    """In a translation, a one-line notice under the title of a page not translated."""
+    from docutils import nodes
+
+    language = app.config.language
+    docname = app.env.docname
+    if language not in TRANSLATIONS or translated_fully(docname):
+        return
+    if docname == API_PAGE:
+        names = NAME_SEPARATOR[language].join(API_ENTRIES)
+        text = PARTLY_TRANSLATED[language].format(names=names)
+    else:
+        text = NOT_TRANSLATED[language]
+    notice = nodes.paragraph(text, text, classes=["posenc-untranslated"])
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is None:
+        doctree.insert(0, notice)
+    else:
+        section.insert(1, notice)  # after its title
+
+
+def language_links(pagename: str, current: str) -> list[tuple[str, str, str]]:
+    """Each language's (code, name, relative link) to the same page."""
+    up = "../" * (pagename.count("/") + 1)  # from this page to the languages' folder
+    return [(code, name, f"{up}{code}/{pagename}.html") for code, name in LANGUAGES.items()]
+
+
+def add_switcher(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:  # noqa: E501
+    language = app.config.language or "en"
+    if not _site_layout(app):
+        context["posenc_languages"] = []
+        return
+    context["posenc_languages"] = language_links(pagename, language)
+    context["posenc_language"] = language
+    context["posenc_language_label"] = SWITCHER_LABEL.get(language, "Language")
+
+
+def _site_layout(app: Any) -> bool:
+    """Whether this build writes one language of the site (``.../html/<language>``)."""
+    return Path(app.outdir).name == (app.config.language or "en")
+
+
+def copy_figure_text(app: Any, exception: Exception | None) -> None:
+    """The record of the translated figures' text sizes, beside the English one."""
+    language = app.config.language
+    if exception is not None or app.builder.format != "html" or language not in TRANSLATIONS:
+        return
+    record_path = _gallery_images(app) / f"figure_text.{language}.json"
+    target = Path(app.outdir) / "_static" / "figure_text.json"
+    if not record_path.is_file() or not target.is_file():
+        return
+    record = json.loads(target.read_text(encoding="utf-8"))
+    record.update(json.loads(record_path.read_text(encoding="utf-8")))
+    target.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+PICKER = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>posenc</title>
+<link rel="icon" href="{icon}">
+<style>
+body {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0;
+  display: grid; place-items: center; min-height: 100vh; background: #fff; color: #222; }}
+main {{ padding: 2rem; text-align: center; }}
+h1 {{ font-size: 1.6rem; margin: 0 0 1.5rem; }}
+ul {{ list-style: none; padding: 0; margin: 0; display: flex; flex-wrap: wrap; gap: 1rem;
+  justify-content: center; }}
+a {{ display: block; padding: .8rem 1.6rem; border: 1px solid #bbb; border-radius: .4rem;
+  color: inherit; text-decoration: none; font-size: 1.1rem; }}
+a:hover, a:focus {{ border-color: #2962ff; color: #2962ff; }}
+@media (prefers-color-scheme: dark) {{ body {{ background: #131416; color: #ddd; }}
+  a {{ border-color: #555; }} }}
+</style>
+</head>
+<body>
+<main>
+<h1>posenc</h1>
+<ul>
+{links}
+</ul>
+</main>
+<script>
+// The first of the reader's languages that the site has; a choice made with the
+// switcher (kept in localStorage) comes first. Without JavaScript: the links above.
+(function () {{
+  var have = {codes};
+  var wanted = [];
+  try {{ var chosen = localStorage.getItem("posenc-language"); if (chosen) wanted.push(chosen); }}
+  catch (e) {{}}
+  wanted = wanted.concat(navigator.languages || [navigator.language || "en"]);
+  for (var i = 0; i < wanted.length; i++) {{
+    var code = String(wanted[i]).toLowerCase().split("-")[0];
+    if (have.indexOf(code) >= 0) {{ location.replace(code + "/index.html"); return; }}
+  }}
+}})();
+</script>
+</body>
+</html>
+"""
+
+
+def write_picker(app: Any, exception: Exception | None) -> None:
+    """The site's root page: the languages that are built, and a pick of the reader's."""
+    if exception is not None or app.builder.format != "html" or not _site_layout(app):
+        return
+    root = Path(app.outdir).parent
+    built = [code for code in LANGUAGES if (root / code / "index.html").is_file()]
+    links = "\n".join(
+        f'<li><a href="{code}/index.html" hreflang="{code}" lang="{code}">'
+        f"{html.escape(LANGUAGES[code])}</a></li>"
+        for code in built
+    )
+    page = PICKER.format(
+        links=links, codes=json.dumps(built), icon=f"{built[0]}/_static/favicon.svg"
+    )
+    (root / "index.html").write_text(page, encoding="utf-8")
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.connect("source-read", localise_figures)
+    app.connect("doctree-read", add_notice)
+    app.connect("html-page-context", add_switcher)
+    # after conf.py's copy_figure_text, which copies the English record into the site
+    app.connect("build-finished", copy_figure_text, priority=900)
+    app.connect("build-finished", write_picker)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
