@@ -1,7 +1,10 @@
 """Open every page of the built site in headless Chromium and check what a reader sees.
 
-Usage: ``python docs/browser_check.py [HTML_DIR]`` (default ``docs/_build/html``),
-run by ``nox -s browser`` after ``nox -s docs``. The site is served by
+Usage: ``python docs/browser_check.py [HTML_DIR] [--languages en,ko,ja]`` (default
+``docs/_build/html``, every language), run by ``nox -s browser`` after ``nox -s docs``
+and ``nox -s docs-i18n``. Each language is a site of its own in ``HTML_DIR/<language>/``
+and every check below runs on each; ``HTML_DIR/index.html`` picks the language. The
+site is served by
 ``python -m http.server`` on 127.0.0.1, and the browser may load nothing else:
 any request that leaves the site is aborted and reported.
 
@@ -46,13 +49,23 @@ box that scrolls (a code box, a table or a formula may scroll sideways on a phon
   edge as if the rest were not there;
 - the text of every gallery figure is at least 7 CSS px tall as shown on the phone
   (measured as at 1280 px, against the width the figure has there).
-Checked once: the search page finds "PositionalEncoding", and no ``<script src>`` or
-``<link href>`` in the built HTML points outside the site.
+Once per language:
+- the search page finds a term of that language on the pages that hold it
+  ("PositionalEncoding"; 위치 인코딩; 正弦波) and its summary line is not blank;
+- the language switcher links every page to the same page in each language (read
+  from the HTML of every page), and clicking it, served and from ``file://``, opens
+  that page in that language;
+- in Korean and Japanese, the page's own text is drawn with a font that has its
+  characters (Chromium's own account of the fonts each element used, through the
+  DevTools protocol): no missing glyph is drawn as a box ("tofu").
+And once: no ``<script src>`` or ``<link href>`` in the built HTML points outside the
+site; the root page lists the languages and sends a browser to its own language
+(Korean for a Korean browser, English for others).
 Pages listed in ``PENDING_PAGES`` (``docs/_ext/gallery_hooks.py``), being rebuilt,
 are checked and their problems printed, but they do not fail the check.
 Saved: full-page screenshots of the index, the guide's pages, the API page, the
 seeds page and each gallery example, at both widths, in
-``docs/_build/screenshots/1280/`` and ``docs/_build/screenshots/390/``.
+``docs/_build/screenshots/<language>/1280/`` and ``.../390/``.
 
 Chromium is the Debian package (``/usr/bin/chromium``, or ``$CHROMIUM``), driven by
 Playwright; Playwright's own browser downloads are never used.
@@ -82,7 +95,16 @@ from gallery_hooks import PENDING_PAGES  # noqa: E402 (pages being rebuilt: repo
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-SEARCH_TERM = "PositionalEncoding"
+LANGUAGES = ("en", "ko", "ja")
+# Per language: a term its readers would search for, and a page that must be found.
+SEARCH = {
+    "en": ("PositionalEncoding", "api.html"),
+    "ko": ("위치 인코딩", "guide/order.html"),
+    "ja": ("正弦波", "guide/order.html"),
+}
+# Fonts that draw Korean and Japanese (Debian's fonts-noto-cjk, or a system's own).
+CJK_FONT = re.compile(r"CJK|Gothic|Mincho|Malgun|Meiryo|Hiragino|Nanum|Noto Sans (JP|KR)", re.I)
+CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 # Pages written by Sphinx that are not documentation a reader lands on by a link.
 SKIP = {"search.html"}  # checked separately, with a query
 # The highlighted source files ("[source]" links): the files as they are, whose lines
@@ -94,7 +116,8 @@ MIN_TEXT_PX = 9.0  # the smallest figure text a reader should have to read, in C
 MIN_PHONE_TEXT_PX = 7.0  # the same on a phone, where every figure is shrunk to the window
 FIGURE_TEXT = "_static/figure_text.json"  # written by the docs build (docs/conf.py)
 # A gallery figure (not a thumbnail): sphx_glr_plot_01_waveforms_001.png
-GALLERY_FIGURE = re.compile(r"sphx_glr_\w+_\d{3}\.png$")
+# (sphx_glr_plot_01_waveforms_001.ko.png in Korean, with its labels translated)
+GALLERY_FIGURE = re.compile(r"sphx_glr_\w+_\d{3}(\.[a-z]{2})?\.png$")
 
 # Text nodes outside code that still hold a TeX delimiter, after MathJax has run.
 RAW_TEX_JS = r"""

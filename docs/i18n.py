@@ -249,43 +249,58 @@ def glossary() -> list[dict[str, str]]:
     return rows
 
 
+def _plural(word: str) -> str:
+    return word[:-1] + "(?:y|ies)" if word.endswith("y") else word + "s?"
+
+
 def english_term(term: str) -> re.Pattern[str]:
     """``positional encoding`` -> words in any case, plural too; the part before ( only."""
     words = term.split("(")[0].strip()
     alternatives = [w.strip() for w in words.split(",")]
-    body = "|".join(re.escape(w).replace("\\ ", r"[\s-]+") + r"s?" for w in alternatives)
+    body = "|".join(_plural(re.escape(w).replace("\\ ", r"[\s-]+")) for w in alternatives)
     return re.compile(rf"\b(?:{body})\b", re.IGNORECASE)
 
 
 TEAM_COLUMN = {"ko": "한국어", "ja": "日本語"}
 
 
-def problems(language: str, message: Message, rows: list[dict[str, str]]) -> Iterator[str]:
-    """What is wrong with one translated message."""
+def problems(
+    language: str, message: Message, rows: list[dict[str, str]], *, rest: bool = True
+) -> Iterator[str]:
+    """What is wrong with one translated message (``rest``: the message is reST)."""
     english, translated = message.id, message.string
     if not translated:
         yield "not translated"
         return
     if "fuzzy" in message.flags:
         yield "fuzzy"
+    if not rest:  # a figure's text: only its numbers, formulas and terms
+        yield from _numbers_and_terms(language, english, translated, rows)
+        return
     if kept_markup(english) != kept_markup(translated):
         lost = sorted(set(kept_markup(english)) - set(kept_markup(translated)))
         added = sorted(set(kept_markup(translated)) - set(kept_markup(english)))
         yield f"code, roles or formulas differ: lost {lost}, added {added}"
-    numbers = sorted(NUMBER.findall(prose(english)))
-    there = NUMBER.findall(prose(translated))
+    for piece in glued(translated):
+        yield f"markup glued to the text (separate it with '\\ '): {piece!r}"
+    yield from _numbers_and_terms(language, prose(english), prose(translated), rows)
+
+
+def _numbers_and_terms(
+    language: str, english: str, translated: str, rows: list[dict[str, str]]
+) -> Iterator[str]:
+    numbers = sorted(NUMBER.findall(english))
+    there = NUMBER.findall(translated)
     missing = [n for n in numbers if n not in there]
     if missing:
         yield f"numbers dropped: {missing}"
-    for piece in glued(translated):
-        yield f"markup glued to the text (separate it with '\\ '): {piece!r}"
     column = TEAM_COLUMN[language]
     for row in rows:
         target = row[column]
         for avoided in filter(None, (a.strip() for a in row[f"avoid ({language})"].split(";"))):
             if avoided in translated:
                 yield f"glossary: {avoided!r} is to be avoided, write {target!r}"
-        if row["checked"] == "yes" and english_term(row["English"]).search(prose(english)):
+        if row["checked"] == "yes" and english_term(row["English"]).search(english):
             if target.split(" (")[0] not in translated:
                 yield f"glossary: {row['English']!r} is {target!r} here"
 
@@ -311,7 +326,8 @@ def check(languages: Iterable[str]) -> None:
                 print(f"{language} {domain}: message no longer in English: {stale[:70]!r}")
                 failures += 1
             for message in messages(catalog):
-                for problem in problems(language, message, rows) if message.id in fresh else ():
+                found = problems(language, message, rows, rest=domain != FIGURES)
+                for problem in found if message.id in fresh else ():
                     print(f"{path.relative_to(DOCS)}: {problem}\n    msgid {message.id[:90]!r}")
                     failures += 1
     if failures:
