@@ -552,8 +552,10 @@ def check_icon(page: Page, problems: Problems) -> None:
         problems.add(f"the icon {icon['href']} gives HTTP {icon['status']} ({icon['type']})")
 
 
-def check_search(page: Page, problems: Problems, base: str) -> None:
-    page.goto(f"{base}search.html?q={SEARCH_TERM}", wait_until="load")
+def check_search(page: Page, problems: Problems, base: str, language: str) -> None:
+    """The search page finds the language's term on the page that holds it, and says so."""
+    term, where = SEARCH[language]
+    page.goto(f"{base}search.html?q={term}", wait_until="load")
     try:  # Sphinx's search writes its summary once every result is listed
         page.wait_for_function(
             "() => (document.querySelector('#search-results .search-summary') || {})"
@@ -561,21 +563,129 @@ def check_search(page: Page, problems: Problems, base: str) -> None:
             timeout=15_000,
         )
     except Exception:
-        problems.add(f"the search for {SEARCH_TERM!r} did not finish")
+        problems.add(f"the search for {term!r} did not finish (or its summary is blank)")
         return
     summary = page.inner_text("#search-results .search-summary")
-    texts = page.locator("#search-results ul.search li").all_inner_texts()
-    if not any(SEARCH_TERM in t for t in texts):
-        problems.add(f"no search result mentions {SEARCH_TERM!r}: {summary}")
+    links = page.eval_on_selector_all(
+        "#search-results ul.search li a", "as => as.map(a => a.getAttribute('href'))"
+    )
+    found = [urlsplit(link).path for link in links]
+    if where not in found:
+        problems.add(f"the search for {term!r} does not list {where}: {summary} {found[:8]}")
     else:
-        print(f"search {SEARCH_TERM!r}: {summary}")
+        print(f"{language}: search {term!r}: {summary}")
+
+
+SWITCHER_JS = """
+() => Array.from(document.querySelectorAll('.posenc-languages a'))
+  .map(a => ({language: a.dataset.language, href: a.getAttribute('href'), url: a.href}))
+"""
+
+# Per element with text of the page's language: the characters, and the fonts Chromium
+# drew them with (CSS.getPlatformFontsForNode counts the glyphs of each font).
+TEXT_ELEMENTS = "h1, article p, article li, .sidebar-tree a, .toc-tree a"
+
+
+def switcher_links(site: Path, language: str) -> list[str]:
+    """Every page's switcher, read from the HTML: a link per language, to a built page."""
+    bad = []
+    link = re.compile(r'<a href="([^"]+)" hreflang="(\w+)"[^>]*data-language')
+    for path in sorted(site.rglob("*.html")):
+        rel = path.relative_to(site).as_posix()
+        if rel.startswith(("_static/", "_sources/", "_images/")):
+            continue
+        found = dict((code, href) for href, code in link.findall(path.read_text("utf-8")))
+        if sorted(found) != sorted(LANGUAGES):
+            bad.append(f"{language}/{rel}: the switcher links to {sorted(found)}")
+            continue
+        for code, href in found.items():
+            target = (path.parent / href).resolve()
+            if target != (site.parent / code / rel).resolve() or not target.is_file():
+                bad.append(f"{language}/{rel}: the {code} link {href} is not {code}/{rel}")
+    return bad
+
+
+def check_switcher(page: Page, problems: Problems, base: str, language: str) -> None:
+    """Click the switcher to each other language: the same page opens, in that language."""
+    rel = "guide/order.html"
+    for target in LANGUAGES:
+        if target == language:
+            continue
+        page.goto(f"{base}{language}/{rel}", wait_until="load")
+        page.click(f'.posenc-languages a[data-language="{target}"]', force=True)
+        page.wait_for_load_state("load")
+        lang = page.evaluate("() => document.documentElement.lang")
+        if not page.url.endswith(f"/{target}/{rel}") or lang != target:
+            problems.add(f"the switcher's {target} link opened {page.url} (lang {lang!r})")
+
+
+def check_file_switcher(page: Page, problems: Problems, html: Path, language: str) -> None:
+    """The same from file://, as a reader who opened the built site from disk."""
+    rel = "guide/order.html"
+    page.goto((html / language / rel).as_uri(), wait_until="load")
+    target = "en" if language != "en" else "ko"
+    page.click(f'.posenc-languages a[data-language="{target}"]', force=True)
+    page.wait_for_load_state("load")
+    want = (html / target / rel).as_uri()
+    lang = page.evaluate("() => document.documentElement.lang")
+    if page.url != want or lang != target:
+        problems.add(f"from file://, the switcher's {target} link opened {page.url}")
+
+
+def check_glyphs(page: Page, problems: Problems, client: object) -> None:
+    """Every Korean or Japanese character of the page drawn from a font that has it."""
+    send = client.send  # type: ignore[attr-defined]
+    send("DOM.enable")
+    send("CSS.enable")
+    root = send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
+    nodes = send("DOM.querySelectorAll", {"nodeId": root, "selector": TEXT_ELEMENTS})["nodeIds"]
+    for node in nodes[:60]:
+        text = send("DOM.getOuterHTML", {"nodeId": node})["outerHTML"]
+        text = re.sub(r"<[^>]+>", "", text)
+        wanted = len(CJK_CHAR.findall(text))
+        if not wanted:
+            continue
+        fonts = send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+        drawn = sum(f["glyphCount"] for f in fonts if CJK_FONT.search(f["familyName"]))
+        if drawn < wanted:
+            used = ", ".join(f"{f['familyName']} ({f['glyphCount']})" for f in fonts)
+            problems.add(
+                f"{wanted} Korean or Japanese characters, {drawn} drawn from a font that has "
+                f"them (fonts: {used}): {text.strip()[:60]!r}"
+            )
+            return
+
+
+def check_picker(page: Page, problems: Problems, base: str, built: list[str], context_of) -> None:  # type: ignore[no-untyped-def]
+    """The root page: a link per language, and a browser sent to its own language."""
+    problems.page = "index.html (the language picker)"
+    for locale, want in (("ko-KR", "ko"), ("ja-JP", "ja"), ("en-US", "en"), ("fr-FR", "en")):
+        if want not in built:
+            continue
+        context = context_of(locale)
+        picker = context.new_page()
+        problems.watch(picker, base.rstrip("/"))
+        picker.goto(base, wait_until="load")
+        picker.wait_for_url(f"**/{want}/index.html", timeout=10_000)
+        lang = picker.evaluate("() => document.documentElement.lang")
+        if lang != want:
+            problems.add(f"a {locale} browser was sent to {picker.url} (lang {lang!r})")
+        context.close()
 
 
 def main(argv: list[str]) -> int:
-    html = Path(argv[1]).resolve() if len(argv) > 1 else ROOT / "_build" / "html"
+    args = [a for a in argv[1:] if not a.startswith("--languages")]
+    chosen = [a.split("=", 1)[1] for a in argv[1:] if a.startswith("--languages=")]
+    languages = chosen[0].split(",") if chosen else list(LANGUAGES)
+    html = Path(args[0]).resolve() if args else ROOT / "_build" / "html"
     shots = ROOT / "_build" / "screenshots"
-    if not (html / "index.html").is_file():
-        print(f"no built site in {html}: run `nox -s docs` first", file=sys.stderr)
+    missing = [code for code in languages if not (html / code / "index.html").is_file()]
+    if missing:
+        print(
+            f"no built site for {', '.join(missing)} in {html}: run `nox -s docs` (English) "
+            "and `nox -s docs-i18n` (Korean, Japanese) first",
+            file=sys.stderr,
+        )
         return 2
     if not Path(CHROMIUM).is_file():
         print(f"no Chromium at {CHROMIUM}: apt-get install chromium", file=sys.stderr)
@@ -584,42 +694,60 @@ def main(argv: list[str]) -> int:
     problems = Problems()
     for item in external_resources(html):
         problems.items.append(f"resource outside the site: {item}")
-    record = html / FIGURE_TEXT
-    text = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
-    if not text:
-        problems.items.append(f"no record of the figures' text sizes in {record}")
-    todo = pages(html)
-    figures = 0
-    with serve(html) as base, sync_playwright() as pw:
+    total_pages = figures = 0
+    with serve(html) as root, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for viewport in (DESKTOP, PHONE):
-            width = viewport["width"]
-            (shots / str(width)).mkdir(parents=True, exist_ok=True)
-            context = browser.new_context(viewport=viewport)
-            page = context.new_page()
-            problems.watch(page, base.rstrip("/"))
-            for rel in todo:
-                problems.page = rel
-                load(page, base + rel)
-                check_layout(page, problems, width, scroll=rel.startswith(SOURCE_PAGES))
+        for language in languages:
+            site = html / language
+            base = f"{root}{language}/"
+            for item in switcher_links(site, language):
+                problems.items.append(item)
+            record = site / FIGURE_TEXT
+            text = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+            if not text:
+                problems.items.append(f"no record of the figures' text sizes in {record}")
+            todo = pages(site)
+            total_pages += len(todo)
+            for viewport in (DESKTOP, PHONE):
+                width = viewport["width"]
+                (shots / language / str(width)).mkdir(parents=True, exist_ok=True)
+                context = browser.new_context(viewport=viewport, locale=language)
+                page = context.new_page()
+                client = context.new_cdp_session(page)
+                problems.watch(page, root.rstrip("/"))
+                for rel in todo:
+                    problems.page = f"{language}/{rel}"
+                    load(page, base + rel)
+                    check_layout(page, problems, width, scroll=rel.startswith(SOURCE_PAGES))
+                    if viewport is DESKTOP:
+                        check_page(page, problems, base + rel)
+                        check_icon(page, problems)
+                        figures += check_figures(page, problems, text)
+                        if language != "en":
+                            check_glyphs(page, problems, client)
+                    else:
+                        check_display_math(page, problems)
+                        check_figures(page, problems, text, phone=True)
+                    name = screenshot_name(rel)
+                    if name:
+                        shot = shots / language / str(width) / name
+                        page.screenshot(path=str(shot), full_page=True)
                 if viewport is DESKTOP:
-                    check_page(page, problems, base + rel)
-                    check_icon(page, problems)
-                    figures += check_figures(page, problems, text)
-                else:
-                    check_display_math(page, problems)
-                    check_figures(page, problems, text, phone=True)
-                name = screenshot_name(rel)
-                if name:
-                    page.screenshot(path=str(shots / str(width) / name), full_page=True)
-            if viewport is DESKTOP:
-                problems.page = "search.html"
-                check_search(page, problems, base)
-            context.close()
+                    problems.page = f"{language}/search.html"
+                    check_search(page, problems, base, language)
+                    problems.page = f"{language}/guide/order.html (the switcher)"
+                    check_switcher(page, problems, root, language)
+                    check_file_switcher(page, problems, html, language)
+                context.close()
+        check_picker(
+            page=None, problems=problems, base=root, built=languages,  # type: ignore[arg-type]
+            context_of=lambda locale: browser.new_context(locale=locale),
+        )
         browser.close()
     print(
-        f"checked {len(todo)} pages at {DESKTOP['width']} and {PHONE['width']} px, "
-        f"{figures} gallery figures and the search page; screenshots in {shots}"
+        f"checked {total_pages} pages in {', '.join(languages)} at {DESKTOP['width']} and "
+        f"{PHONE['width']} px, {figures} gallery figures, the search pages, the switchers "
+        f"and the root page; screenshots in {shots}"
     )
     for item in problems.pending:
         print("PENDING (not failing: the page is being rebuilt)", item, file=sys.stderr)

@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -274,8 +275,15 @@ def problems(
         return
     if "fuzzy" in message.flags:
         yield "fuzzy"
-    if not rest:  # a figure's text: only its numbers, formulas and terms
-        yield from _numbers_and_terms(language, english, translated, rows)
+    if not rest:  # a figure's text: its numbers and terms, and no CJK beside a formula
+        if "$" in translated and GLUE.search(translated):
+            yield (
+                "a figure's text with a formula ($...$) is drawn by mathtext, whose fonts "
+                "have no Korean or Japanese: write the formula as text (2⁻²⁵, ω_k)"
+            )
+        yield from _numbers_and_terms(
+            language, english, unicodedata.normalize("NFKC", translated), rows
+        )
         return
     if kept_markup(english) != kept_markup(translated):
         lost = sorted(set(kept_markup(english)) - set(kept_markup(translated)))

@@ -11,11 +11,13 @@ annotations; numbers and formulas are left as they are), and saves it again as
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+import warnings
 
 # The fonts that draw Korean and Japanese (Debian's fonts-noto-cjk). Latin letters
 # and digits keep matplotlib's own DejaVu Sans, as in the English figures; a
@@ -110,12 +112,44 @@ def translate(
     is then drawn as it is). The record has, per saved image, its width and its
     smallest text, as ``gallery_hooks.figure_scraper`` records the English figures.
     """
+    require_font(language)
+    missing = _MissingGlyphs()
+    logging.getLogger("matplotlib").addHandler(missing)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            record = _translate(auto_examples, language, lookup)
+    finally:
+        logging.getLogger("matplotlib").removeHandler(missing)
+    missing.found += [str(w.message) for w in caught if "missing from font" in str(w.message)]
+    if missing.found:
+        raise SystemExit(
+            f"{language} figures: characters drawn as boxes (no font has them): "
+            + "; ".join(sorted(set(missing.found))[:5])
+        )
+    return record
+
+
+class _MissingGlyphs(logging.Handler):
+    """matplotlib's reports of a character its font lacks (mathtext logs them)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.found: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "does not have a glyph" in record.getMessage():
+            self.found.append(record.getMessage())
+
+
+def _translate(
+    auto_examples: Path, language: str, lookup: Callable[[str], str | None]
+) -> dict[str, Any]:
     import matplotlib
     import matplotlib.pyplot as plt
 
     from gallery_hooks import smallest_text
 
-    require_font(language)
     record: dict[str, Any] = {}
     family = [LATIN_FONT, CJK_FONT[language]]
     for path, kept in kept_figures(auto_examples):
