@@ -1,7 +1,8 @@
 """Open every page of the built site in headless Chromium and check what a reader sees.
 
-Usage: ``python docs/browser_check.py [HTML_DIR] [--languages en,ko,ja]`` (default
-``docs/_build/html``, every language), run by ``nox -s browser`` after ``nox -s docs``
+Usage: ``python docs/browser_check.py [HTML_DIR] [--languages=en,ko,ja]
+[--pages=index.html,guide/*]`` (default ``docs/_build/html``, every language, every
+page), run by ``nox -s browser`` after ``nox -s docs``
 and ``nox -s docs-i18n``. Each language is a site of its own in ``HTML_DIR/<language>/``
 and every check below runs on each; ``HTML_DIR/index.html`` picks the language. The
 site is served by
@@ -84,6 +85,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from fnmatch import fnmatch
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
@@ -581,6 +583,25 @@ SWITCHER_JS = """
   .map(a => ({language: a.dataset.language, href: a.getAttribute('href'), url: a.href}))
 """
 
+# Marks (data-glyph-check) up to 40 shown elements whose own text has CJK characters.
+MARK_CJK_JS = """
+({selector, pattern}) => {
+  const cjk = new RegExp(pattern);
+  let n = 0;
+  for (const el of document.querySelectorAll(selector)) {
+    if (n >= 40) break;
+    if (!el.getClientRects().length || getComputedStyle(el).visibility === "hidden") continue;
+    // the element's own text: the fonts Chromium reports are those of its own text nodes
+    let own = "";
+    for (const child of el.childNodes) if (child.nodeType === Node.TEXT_NODE) own += child.data;
+    const count = (own.match(new RegExp(pattern, "g")) || []).length;
+    if (!count) continue;
+    el.setAttribute("data-glyph-check", String(count));
+    n++;
+  }
+  return n;
+}
+"""
 # Per element with text of the page's language: the characters, and the fonts Chromium
 # drew them with (CSS.getPlatformFontsForNode counts the glyphs of each font).
 TEXT_ELEMENTS = "h1, article p, article li, .sidebar-tree a, .toc-tree a"
@@ -611,17 +632,20 @@ def check_switcher(page: Page, problems: Problems, base: str, language: str) -> 
     for target in LANGUAGES:
         if target == language:
             continue
-        page.goto(f"{base}{language}/{rel}", wait_until="load")
+        load(page, f"{base}{language}/{rel}")
         page.click(f'.posenc-languages a[data-language="{target}"]', force=True)
         page.wait_for_load_state("load")
+        page.wait_for_load_state("networkidle")
         lang = page.evaluate("() => document.documentElement.lang")
         if not page.url.endswith(f"/{target}/{rel}") or lang != target:
             problems.add(f"the switcher's {target} link opened {page.url} (lang {lang!r})")
 
 
-def check_file_switcher(page: Page, problems: Problems, html: Path, language: str) -> None:
+def check_file_switcher(browser, problems: Problems, html: Path, language: str) -> None:  # type: ignore[no-untyped-def]
     """The same from file://, as a reader who opened the built site from disk."""
     rel = "guide/order.html"
+    context = browser.new_context()
+    page = context.new_page()
     page.goto((html / language / rel).as_uri(), wait_until="load")
     target = "en" if language != "en" else "ko"
     page.click(f'.posenc-languages a[data-language="{target}"]', force=True)
@@ -630,21 +654,25 @@ def check_file_switcher(page: Page, problems: Problems, html: Path, language: st
     lang = page.evaluate("() => document.documentElement.lang")
     if page.url != want or lang != target:
         problems.add(f"from file://, the switcher's {target} link opened {page.url}")
+    context.close()
 
 
 def check_glyphs(page: Page, problems: Problems, client: object) -> None:
     """Every Korean or Japanese character of the page drawn from a font that has it."""
+    marked = page.evaluate(MARK_CJK_JS, {"selector": TEXT_ELEMENTS, "pattern": CJK_CHAR.pattern})
+    if not marked:
+        problems.add("no Korean or Japanese text is shown on the page")
+        return
     send = client.send  # type: ignore[attr-defined]
     send("DOM.enable")
     send("CSS.enable")
     root = send("DOM.getDocument", {"depth": 0})["root"]["nodeId"]
-    nodes = send("DOM.querySelectorAll", {"nodeId": root, "selector": TEXT_ELEMENTS})["nodeIds"]
+    nodes = send("DOM.querySelectorAll", {"nodeId": root, "selector": "[data-glyph-check]"})
+    nodes = nodes["nodeIds"]
     for node in nodes[:60]:
-        text = send("DOM.getOuterHTML", {"nodeId": node})["outerHTML"]
-        text = re.sub(r"<[^>]+>", "", text)
-        wanted = len(CJK_CHAR.findall(text))
-        if not wanted:
-            continue
+        outer = send("DOM.getOuterHTML", {"nodeId": node})["outerHTML"]
+        wanted = int(re.search(r'data-glyph-check="(\d+)"', outer).group(1))  # type: ignore[union-attr]
+        text = re.sub(r"<[^>]+>", "", outer)
         fonts = send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
         drawn = sum(f["glyphCount"] for f in fonts if CJK_FONT.search(f["familyName"]))
         if drawn < wanted:
@@ -674,9 +702,11 @@ def check_picker(page: Page, problems: Problems, base: str, built: list[str], co
 
 
 def main(argv: list[str]) -> int:
-    args = [a for a in argv[1:] if not a.startswith("--languages")]
-    chosen = [a.split("=", 1)[1] for a in argv[1:] if a.startswith("--languages=")]
-    languages = chosen[0].split(",") if chosen else list(LANGUAGES)
+    options = dict(a[2:].split("=", 1) for a in argv[1:] if a.startswith("--") and "=" in a)
+    args = [a for a in argv[1:] if not a.startswith("--")]
+    languages = options["languages"].split(",") if "languages" in options else list(LANGUAGES)
+    # --pages=index.html,guide/*: only these pages (a quicker look while writing one)
+    patterns = options["pages"].split(",") if "pages" in options else ["*"]
     html = Path(args[0]).resolve() if args else ROOT / "_build" / "html"
     shots = ROOT / "_build" / "screenshots"
     missing = [code for code in languages if not (html / code / "index.html").is_file()]
@@ -706,7 +736,7 @@ def main(argv: list[str]) -> int:
             text = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
             if not text:
                 problems.items.append(f"no record of the figures' text sizes in {record}")
-            todo = pages(site)
+            todo = [rel for rel in pages(site) if any(fnmatch(rel, p) for p in patterns)]
             total_pages += len(todo)
             for viewport in (DESKTOP, PHONE):
                 width = viewport["width"]
@@ -737,7 +767,7 @@ def main(argv: list[str]) -> int:
                     check_search(page, problems, base, language)
                     problems.page = f"{language}/guide/order.html (the switcher)"
                     check_switcher(page, problems, root, language)
-                    check_file_switcher(page, problems, html, language)
+                    check_file_switcher(browser, problems, html, language)
                 context.close()
         check_picker(
             page=None, problems=problems, base=root, built=languages,  # type: ignore[arg-type]

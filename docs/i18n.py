@@ -11,8 +11,8 @@ Run by ``nox -s docs-i18n`` (in the docs venv, from the repository root)::
     python docs/i18n.py stats ko ja      # messages and words, translated and not
 
 The catalogs are ``docs/locales/<language>/LC_MESSAGES/<page>.po``, one per page of the
-learner's path (``_ext/i18n_site.LEARNERS_PATH``), ``api.po`` with the messages of the
-entries in ``API_ENTRIES`` only, ``figures.po`` (the figures' text) and ``sphinx.po``
+learner's path (``_ext/i18n_site.LEARNERS_PATH``), ``api.po`` with the API page's own
+text and the messages of the entries in ``API_ENTRIES`` only, ``figures.po`` (the figures' text) and ``sphinx.po``
 (the theme's and the search page's strings that Sphinx and furo leave untranslated).
 Every other page has no catalog and is shown in English, with a notice.
 """
@@ -80,8 +80,10 @@ API_LOCATION = re.compile(
 
 
 def in_api_entries(message: Message) -> bool:
-    """Whether a message of the API page comes from one of the translated entries."""
-    return any(API_LOCATION.match(location) for location, _ in message.locations)
+    """Whether a message of the API page is translated: the page's own text (its
+    headings and the sentences between the entries) and the entries in API_ENTRIES."""
+    own = all(name == f"../../{API_PAGE}.rst" and line for name, line in message.locations)
+    return own or any(API_LOCATION.match(location) for location, _ in message.locations)
 
 
 def path_figures(name: str) -> bool:
@@ -291,14 +293,23 @@ def problems(
         yield f"code, roles or formulas differ: lost {lost}, added {added}"
     for piece in glued(translated):
         yield f"markup glued to the text (separate it with '\\ '): {piece!r}"
-    yield from _numbers_and_terms(language, prose(english), prose(translated), rows)
+    yield from _numbers_and_terms(language, prose(english), translated, rows, prose(translated))
 
 
 def _numbers_and_terms(
-    language: str, english: str, translated: str, rows: list[dict[str, str]]
+    language: str,
+    english: str,
+    translated: str,
+    rows: list[dict[str, str]],
+    translated_prose: str | None = None,
 ) -> Iterator[str]:
+    """Numbers of the English prose kept in the translation's; the glossary's terms.
+
+    A term may be anywhere in the translation, in bold text too, where the translation
+    of a title in the English's quotes can be.
+    """
     numbers = sorted(NUMBER.findall(english))
-    there = NUMBER.findall(translated)
+    there = NUMBER.findall(translated if translated_prose is None else translated_prose)
     missing = [n for n in numbers if n not in there]
     if missing:
         yield f"numbers dropped: {missing}"

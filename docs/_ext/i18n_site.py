@@ -34,10 +34,15 @@ REUSE_EXAMPLES = os.environ.get("POSENC_DOCS_REUSE_EXAMPLES") == "1"
 LANGUAGES = {"en": "English", "ko": "한국어", "ja": "日本語"}
 TRANSLATIONS = ("ko", "ja")
 
-# The learner's path: the pages that are translated completely, in every language.
+# The learner's path: the pages that are translated completely, in every language
+# (with the index pages that lead to them: the guide's and the gallery's).
 LEARNERS_PATH = (
     "index",
     "seeds",
+    "guide/index",
+    "auto_examples/index",
+    "auto_examples/sinusoid/index",
+    "auto_examples/practice/index",
     "guide/tokens",
     "guide/order",
     "guide/positions",
@@ -62,14 +67,58 @@ NOT_TRANSLATED = {
     "ja": "このページはまだ翻訳されていません。以下は英語の原文です。",
 }
 PARTLY_TRANSLATED = {
-    "ko": "이 페이지에서 번역된 것은 {names} 항목뿐이다. 나머지는 영어 원문이다.",
-    "ja": "このページで翻訳済みなのは {names} の項目だけです。ほかは英語の原文です。",
+    "ko": "이 페이지는 제목과 설명, 그리고 {names} 항목만 번역되었다. 나머지 항목은 영어 원문이다.",
+    "ja": "このページで翻訳済みなのは、見出しと説明、および {names} の項目だけです。ほかの項目は英語の原文です。",
 }
 NAME_SEPARATOR = {"ko": ", ", "ja": "、"}
 # The switcher's label, read by screen readers and shown above it.
 SWITCHER_LABEL = {"en": "Language", "ko": "언어", "ja": "言語"}
 
 FIGURE = re.compile(r"(?P<stem>sphx_glr_\w+?_\d{3}(?:_\d_\d\dx)?)\.png")
+
+# -- Search in Korean and Japanese ------------------------------------------------
+# Neither language separates its words the way the search page splits a query: Korean
+# writes particles onto the word (위치를, 위치는), and Japanese has no spaces at all
+# (Sphinx's TinySegmenter cuts 正弦波 into 正弦 and 波 in one sentence and keeps it
+# whole in the next, so a search for 正弦波 missed pages that hold it). Both the index
+# and the query therefore take every run of Korean or Japanese characters as its
+# overlapping pairs of characters (正弦波 -> 正弦, 弦波), as CJK search engines do,
+# and other words whole; a page is found when it has every pair of the query.
+CJK_RANGES = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+CJK_RUN = re.compile(f"[{CJK_RANGES}]+")
+
+
+def cjk_terms(text: str) -> list[str]:
+    """The search terms of a text: pairs of CJK characters, other words whole."""
+    terms: list[str] = []
+    for word in re.split(r"[^\w]+", text):
+        for piece in re.split(f"([{CJK_RANGES}]+)", word):
+            if not piece:
+                continue
+            if CJK_RUN.fullmatch(piece):
+                pairs = [piece[i : i + 2] for i in range(len(piece) - 1)]
+                terms.extend(pairs or [piece])
+            else:
+                terms.append(piece)
+    return terms
+
+
+# The same, for the query, in the search page (it must split as cjk_terms does).
+SPLIT_QUERY_JS = """
+var splitQuery = (query) => {  // var: searchtools.js declares it only if undefined
+  const cjk = /^[%(ranges)s]+$/u;
+  const out = [];
+  for (const word of query.split(/[^\\p{Letter}\\p{Number}_\\p{Mark}]+/gu)) {
+    for (const piece of word.split(/([%(ranges)s]+)/u)) {
+      if (!piece) continue;
+      if (cjk.test(piece) && piece.length > 1) {
+        for (let i = 0; i + 1 < piece.length; i++) out.push(piece.slice(i, i + 2));
+      } else out.push(piece);
+    }
+  }
+  return out;
+};
+""" % {"ranges": CJK_RANGES}
 
 
 def translated_fully(docname: str) -> bool:
@@ -180,8 +229,8 @@ a:hover, a:focus {{ border-color: #2962ff; color: #2962ff; }}
 </ul>
 </main>
 <script>
-// The first of the reader's languages that the site has; a choice made with the
-// switcher (kept in localStorage) comes first. Without JavaScript: the links above.
+// The first of the reader's languages that the site has, else English; a choice made
+// with the switcher (kept in localStorage) comes first. Without JavaScript: the links.
 (function () {{
   var have = {codes};
   var wanted = [];
@@ -192,6 +241,7 @@ a:hover, a:focus {{ border-color: #2962ff; color: #2962ff; }}
     var code = String(wanted[i]).toLowerCase().split("-")[0];
     if (have.indexOf(code) >= 0) {{ location.replace(code + "/index.html"); return; }}
   }}
+  if (have.indexOf("en") >= 0) location.replace("en/index.html");  // the source language
 }})();
 </script>
 </body>
@@ -216,7 +266,30 @@ def write_picker(app: Any, exception: Exception | None) -> None:
     (root / "index.html").write_text(page, encoding="utf-8")
 
 
+def search_language(code: str, name: str) -> type:
+    from sphinx.search import SearchLanguage
+
+    class SearchCJK(SearchLanguage):
+        lang = code
+        language_name = name
+        js_splitter_code = SPLIT_QUERY_JS
+
+        def split(self, input: str) -> list[str]:
+            return cjk_terms(input)
+
+        def word_filter(self, stemmed_word: str) -> bool:
+            return len(stemmed_word) > 1 or bool(CJK_RUN.fullmatch(stemmed_word))
+
+        def stem(self, word: str) -> str:
+            return word.lower()  # as the search page lowers the query
+
+    SearchCJK.__name__ = SearchCJK.__qualname__ = f"Search{name}"
+    return SearchCJK
+
+
 def setup(app: Any) -> dict[str, Any]:
+    app.add_search_language(search_language("ko", "Korean"))
+    app.add_search_language(search_language("ja", "Japanese"))
     app.connect("source-read", localise_figures)
     app.connect("doctree-read", add_notice)
     app.connect("html-page-context", add_switcher)

@@ -1,6 +1,6 @@
 r"""
-Precision at long positions
-===========================
+Precision at large positions
+============================
 
 The usual code computes the table in float32: positions, frequencies, angles
 and sines all in single precision. The frequency and then the angle
@@ -56,7 +56,7 @@ print(f"{len(positions)} positions, posenc below 3e-8 at all: {below}")
 # %%
 # At a single position the error depends on how the angle happens to round, so
 # the worst case over a range of positions is the fairer number: over a whole
-# ``max_len = 5000`` table, and over the 1,024 positions up to :math:`2^{20}`.
+# ``max_len = 5000`` table, and over the last 1,024 positions up to :math:`2^{20}`.
 ranges = {
     "at 5,000": torch.tensor([5_000]),
     "rows 0..5,000": torch.arange(5_001),

@@ -126,7 +126,7 @@ class Embeddings(nn.Module):
 
 
 class TokenAndPositionEmbedding(nn.Module):
-    """Token ids to position-aware vectors in one module: Embeddings, then PositionalEncoding.
+    """Token ids to position-aware vectors in one module: embeddings, then their positions.
 
     ``TokenAndPositionEmbedding(d_model, vocab, dropout, max_len)`` computes
     ``PositionalEncoding(Embeddings(ids))`` with the same values, options and

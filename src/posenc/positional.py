@@ -214,7 +214,7 @@ class PositionalEncoding(DerivedTables):
         Args:
             length: Number of tokens, L.
             offset: Position of the first token: an int, or one per sequence.
-            positions: The position of every token; excludes ``offset``.
+            positions: The position of every token; not with ``offset``.
             batch: Batch size B of the input, to check per-sequence ``offset``
                 and ``positions`` against; None for an unbatched input.
             dtype: Floating dtype of the result (default: the module's, that of

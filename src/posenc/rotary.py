@@ -681,7 +681,7 @@ class RotaryEmbedding(DerivedTables):
         Args:
             length: Number of tokens, L.
             offset: Position of the first token: an int, or one per sequence.
-            positions: The position of every token; excludes ``offset``. On
+            positions: The position of every token; not with ``offset``. On
                 axes also ``(A, L)`` or ``(A, B, L)``.
             batch: Batch size B, to check per-sequence ``offset`` and
                 ``positions`` against; None for shared positions only.
