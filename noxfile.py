@@ -104,12 +104,14 @@ def docs_i18n(session: nox.Session) -> None:
     if not Path("docs/_build/html/en/index.html").is_file():
         session.error("the English site is missing: run `nox -s docs` first")
     i18n = ("python", "docs/i18n.py")
+    session.run("python", "-m", "doctest", "docs/i18n.py", "docs/_ext/i18n_site.py")  # the checks
     session.run(*i18n, "extract")  # the English messages, freshly, into docs/_build/gettext
     session.run(*i18n, "check", *TRANSLATIONS)
     session.run(*i18n, "figures", *TRANSLATIONS)
     session.run(*i18n, "theme", *TRANSLATIONS)
-    for language in TRANSLATIONS:
+    for language in TRANSLATIONS:  # each from scratch, as `docs` builds English
         shutil.rmtree(f"docs/_build/html/{language}", ignore_errors=True)
+        shutil.rmtree(f"docs/_build/doctrees-{language}", ignore_errors=True)
         session.run(
             "sphinx-build", "-b", "html", *SPHINX_STRICT, "-D", f"language={language}",
             "-d", f"docs/_build/doctrees-{language}", "docs", f"docs/_build/html/{language}",
@@ -122,7 +124,7 @@ def docs_i18n(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def browser(session: nox.Session) -> None:
-    """Every built page in headless Chromium (the Debian package): run after `nox -s docs`."""
+    """Every built page, in every language, in headless Chromium (Debian's): after docs, docs-i18n."""
     install(session, "browser", package=False)  # serves built HTML: no torch needed
     session.run("python", "docs/browser_check.py", *session.posargs)
 

@@ -692,7 +692,8 @@ def check_picker(page: Page, problems: Problems, base: str, built: list[str], co
             continue
         context = context_of(locale)
         picker = context.new_page()
-        problems.watch(picker, base.rstrip("/"))
+        # (not watched for failed requests: its own load is cut short by the redirect)
+        picker.on("pageerror", lambda exc: problems.add(f"page error: {exc}"))
         picker.goto(base, wait_until="load")
         picker.wait_for_url(f"**/{want}/index.html", timeout=10_000)
         lang = picker.evaluate("() => document.documentElement.lang")

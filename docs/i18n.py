@@ -202,6 +202,11 @@ def kept_markup(text: str) -> list[str]:
     Code (````x````), formulas (``:math:``) and role targets are kept whole; a role's
     shown text (``:doc:`the guide <guide/index>```) and a link's text are translated,
     so only their targets count; strong and emphasis text is translated.
+
+    >>> kept_markup("See :doc:`the guide <guide/order>`, ``x = 1`` and :math:`k`.")
+    [':doc:`<guide/order>`', ':math:`k`', '``x = 1``']
+    >>> kept_markup(":doc:`안내서 <guide/order>`, ``x = 1``\\ 과 :math:`k`\\ 를 본다.")
+    [':doc:`<guide/order>`', ':math:`k`', '``x = 1``']
     """
     kept = []
     for match in INLINE.finditer(text):
@@ -230,7 +235,13 @@ def prose(text: str) -> str:
 
 
 def glued(text: str) -> list[str]:
-    """Inline markup that touches a Korean or Japanese character (reST would not see it)."""
+    """Inline markup that touches a Korean or Japanese character (reST would not see it).
+
+    >>> glued("표는 ``x``는 1이다")
+    ['는 ``x``는 ']
+    >>> glued("표는 ``x``\\ 는 1이다, (``y``) **강조**\\ 다")
+    []
+    """
     found = []
     for match in INLINE.finditer(text):
         before = text[max(0, match.start() - 1) : match.start()]
@@ -257,7 +268,14 @@ def _plural(word: str) -> str:
 
 
 def english_term(term: str) -> re.Pattern[str]:
-    """``positional encoding`` -> words in any case, plural too; the part before ( only."""
+    """``positional encoding`` -> words in any case, plural too; the part before ( only.
+
+    >>> bool(english_term("positional encoding").search("Positional-Encodings"))
+    True
+    >>> bool(english_term("frequency").search("the frequencies")), bool(
+    ...     english_term("frequency").search("frequent"))
+    (True, False)
+    """
     words = term.split("(")[0].strip()
     alternatives = [w.strip() for w in words.split(",")]
     body = "|".join(_plural(re.escape(w).replace("\\ ", r"[\s-]+")) for w in alternatives)

@@ -89,7 +89,15 @@ CJK_RUN = re.compile(f"[{CJK_RANGES}]+")
 
 
 def cjk_terms(text: str) -> list[str]:
-    """The search terms of a text: pairs of CJK characters, other words whole."""
+    """The search terms of a text: pairs of CJK characters, other words whole.
+
+    >>> cjk_terms("位置は正弦波です")
+    ['位置', '置は', 'は正', '正弦', '弦波', '波で', 'です']
+    >>> cjk_terms("正弦波")
+    ['正弦', '弦波']
+    >>> cjk_terms("위치를 d_model 로, RoPE는")
+    ['위치', '치를', 'd_model', '로', 'RoPE', '는']
+    """
     terms: list[str] = []
     for word in re.split(r"[^\w]+", text):
         for piece in re.split(f"([{CJK_RANGES}]+)", word):
