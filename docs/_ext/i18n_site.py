@@ -194,6 +194,57 @@ def _site_layout(app: Any) -> bool:
     return Path(app.outdir).name == (app.config.language or "en")
 
 
+THUMB_TITLE = re.compile(r'(<div class="sphx-glr-thumbnail-title">)([^<]*)(</div>)')
+THUMB_TOOLTIP = re.compile(r'(<div class="sphx-glr-thumbcontainer" tooltip=")([^"]*)(")')
+ROLE = re.compile(r":[\w:.+-]+:`([^`]*)`")
+
+
+def plain(text: str) -> str:
+    """A message as sphinx-gallery writes it in a thumbnail: no markup, one line."""
+    text = ROLE.sub(lambda m: m.group(1).split(" <")[0], text)
+    text = text.replace("\\ ", "").replace("``", "").replace("**", "").replace("`", "")
+    text = re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*", r"\1", text)  # *emphasis*
+    return " ".join(text.split())
+
+
+_CARDS: dict[str, dict[str, str]] = {}
+
+
+def card_texts(app: Any) -> dict[str, str]:
+    """English -> translated, for the titles and first paragraphs of the translated examples."""
+    language = app.config.language
+    if language not in _CARDS:
+        from babel.messages.pofile import read_po
+
+        found: dict[str, str] = {}
+        catalogs = Path(app.srcdir) / "locales" / language / "LC_MESSAGES" / "auto_examples"
+        for path in sorted(catalogs.rglob("plot_*.po")):
+            with path.open("rb") as file:
+                for message in read_po(file):
+                    if message.id and message.string and isinstance(message.id, str):
+                        found[plain(message.id)] = plain(message.string)
+        _CARDS[language] = found
+    return _CARDS[language]
+
+
+def translate_cards(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:  # noqa: E501
+    """In a translation, the gallery's cards (thumbnails) with the examples' translated
+    titles and tooltips: sphinx-gallery writes them as raw HTML, which no catalog reaches."""
+    body = context.get("body")
+    if app.config.language not in TRANSLATIONS or not body or "sphx-glr-thumb" not in body:
+        return
+    texts = card_texts(app)
+
+    def swap(match: re.Match[str]) -> str:
+        english = plain(html.unescape(match.group(2)))
+        translated = texts.get(english)
+        if translated is None:
+            return match.group(0)
+        return match.group(1) + html.escape(translated, quote=True) + match.group(3)
+
+    context["body"] = THUMB_TOOLTIP.sub(swap, THUMB_TITLE.sub(swap, body))
+
+
 def copy_figure_text(app: Any, exception: Exception | None) -> None:
     """The record of the translated figures' text sizes, beside the English one."""
     language = app.config.language
@@ -301,6 +352,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("source-read", localise_figures)
     app.connect("doctree-read", add_notice)
     app.connect("html-page-context", add_switcher)
+    app.connect("html-page-context", translate_cards)
     # after conf.py's copy_figure_text, which copies the English record into the site
     app.connect("build-finished", copy_figure_text, priority=900)
     app.connect("build-finished", write_picker)
