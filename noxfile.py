@@ -124,7 +124,7 @@ def docs_i18n(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def browser(session: nox.Session) -> None:
-    """Every built page, in every language, in headless Chromium (Debian's): after docs, docs-i18n."""
+    """Every page of every language in headless Chromium (Debian's): after docs and docs-i18n."""
     install(session, "browser", package=False)  # serves built HTML: no torch needed
     session.run("python", "docs/browser_check.py", *session.posargs)
 

@@ -771,7 +771,10 @@ def main(argv: list[str]) -> int:
                     check_file_switcher(browser, problems, html, language)
                 context.close()
         check_picker(
-            page=None, problems=problems, base=root, built=languages,  # type: ignore[arg-type]
+            page=None,
+            problems=problems,
+            base=root,
+            built=languages,  # type: ignore[arg-type]
             context_of=lambda locale: browser.new_context(locale=locale),
         )
         browser.close()

@@ -12,8 +12,9 @@ Run by ``nox -s docs-i18n`` (in the docs venv, from the repository root)::
 
 The catalogs are ``docs/locales/<language>/LC_MESSAGES/<page>.po``, one per page of the
 learner's path (``_ext/i18n_site.LEARNERS_PATH``), ``api.po`` with the API page's own
-text and the messages of the entries in ``API_ENTRIES`` only, ``figures.po`` (the figures' text) and ``sphinx.po``
-(the theme's and the search page's strings that Sphinx and furo leave untranslated).
+text and the messages of the entries in ``API_ENTRIES`` only, ``figures.po`` (the
+figures' text) and ``sphinx.po`` (the theme's and the search page's strings that Sphinx
+and furo leave untranslated).
 Every other page has no catalog and is shown in English, with a notice.
 """
 
@@ -62,14 +63,14 @@ def write(path: Path, catalog: Catalog) -> None:
     # No dates and no placeholders in the header: a catalog changes only when a
     # message does.
     text = buffer.getvalue().decode("utf-8")
-    head, _, body = text.partition("\n\n")
+    head, _, rest = text.partition("\n\n")
     head = "\n".join(
         line for line in head.splitlines()
         if not re.match(r'^(#|"(POT-Creation-Date|PO-Revision-Date|Last-Translator|'
                         r'Report-Msgid-Bugs-To|Generated-By))', line)
     )  # fmt: skip
     title = f"# {catalog.locale_identifier or 'English'} messages of posenc's documentation.\n"
-    path.write_text(title + head + "\n\n" + body, encoding="utf-8")
+    path.write_text(title + head + "\n\n" + rest, encoding="utf-8")
 
 
 # "src/posenc/embedding.py:docstring of posenc.embedding.Embeddings.forward:3", which
@@ -131,7 +132,7 @@ def extract() -> None:
          str(DOCS / "_build" / "doctrees-gettext"), str(DOCS), str(GETTEXT)],
         check=True, env=env,
     )  # fmt: skip
-    from figures_i18n import figure_texts  # noqa: PLC0415 (needs matplotlib)
+    from figures_i18n import figure_texts
 
     catalog = Catalog(project="posenc")
     for text, where in figure_texts(DOCS / "auto_examples"):
@@ -214,7 +215,7 @@ def kept_markup(text: str) -> list[str]:
         if token.startswith("``"):
             kept.append(token)
         elif token.startswith(":"):
-            role, _, body = token.partition(":`")
+            role = token.partition(":`")[0]
             target = re.search(r"<([^<>]+)>`$", token)
             if role.endswith(":math") or role.endswith(":bench") or not target:
                 kept.append(token)
@@ -337,9 +338,13 @@ def _numbers_and_terms(
         for avoided in filter(None, (a.strip() for a in row[f"avoid ({language})"].split(";"))):
             if avoided in translated:
                 yield f"glossary: {avoided!r} is to be avoided, write {target!r}"
-        if row["checked"] == "yes" and english_term(row["English"]).search(english):
-            if target.split(" (")[0] not in translated:
-                yield f"glossary: {row['English']!r} is {target!r} here"
+        term = english_term(row["English"])
+        if (
+            row["checked"] == "yes"
+            and term.search(english)
+            and target.split(" (")[0] not in translated
+        ):
+            yield f"glossary: {row['English']!r} is {target!r} here"
 
 
 def check(languages: Iterable[str]) -> None:
@@ -380,7 +385,7 @@ def check(languages: Iterable[str]) -> None:
 
 def figures(languages: Iterable[str]) -> None:
     """Every kept figure of the English run, saved again with its labels translated."""
-    from figures_i18n import translate  # noqa: PLC0415 (needs matplotlib)
+    from figures_i18n import translate
 
     for language in languages:
         catalog = read(po_path(language, FIGURES))
@@ -401,7 +406,7 @@ def theme(languages: Iterable[str]) -> None:
     summary ("found 3 pages") is not blank (Sphinx 9's Korean and Japanese catalogs
     have an empty translation for it).
     """
-    import sphinx  # noqa: PLC0415
+    import sphinx
 
     for language in languages:
         builtin = Path(sphinx.__file__).parent / "locale" / language / "LC_MESSAGES" / "sphinx.js"
@@ -435,7 +440,7 @@ def verify(languages: Iterable[str]) -> None:
     check could not see (a new kind of markup) shows here. Every page off the
     learner's path must carry its one-line notice, every page on it none.
     """
-    from html.parser import HTMLParser  # noqa: PLC0415
+    from html.parser import HTMLParser
 
     class Text(HTMLParser):
         def __init__(self) -> None:
@@ -462,7 +467,7 @@ def verify(languages: Iterable[str]) -> None:
     for language in languages:
         site = DOCS / "_build" / "html" / language
         pages = 0
-        for page in LEARNERS_PATH + (API_PAGE, "guide/rotary"):
+        for page in (*LEARNERS_PATH, API_PAGE, "guide/rotary"):
             parser = Text()
             parser.feed((site / f"{page}.html").read_text(encoding="utf-8"))
             text = "".join(parser.parts)

@@ -14,10 +14,10 @@ import json
 import logging
 import pickle
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-import warnings
 
 # The fonts that draw Korean and Japanese (Debian's fonts-noto-cjk). Latin letters
 # and digits keep matplotlib's own DejaVu Sans, as in the English figures; a
@@ -82,7 +82,7 @@ def keep(fig: Any, image_path: str | Path, srcset: list[float]) -> None:
 
 def kept_figures(auto_examples: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
     for path in sorted(auto_examples.rglob(f"images/*{KEPT}")):
-        yield path, pickle.loads(path.read_bytes())  # noqa: S301 (our own build's files)
+        yield path, pickle.loads(path.read_bytes())
 
 
 def _texts(fig: Any) -> Iterator[Any]:
@@ -147,7 +147,6 @@ def _translate(
 ) -> dict[str, Any]:
     import matplotlib
     import matplotlib.pyplot as plt
-
     from gallery_hooks import smallest_text
 
     record: dict[str, Any] = {}

@@ -86,10 +86,9 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
     """
     import matplotlib
     import matplotlib.pyplot as plt
+    from figures_i18n import keep
     from sphinx.util import logging
     from sphinx_gallery.scrapers import matplotlib_scraper
-
-    from figures_i18n import keep
 
     paths = block_vars["image_path_iterator"]
     done = len(paths)

@@ -67,8 +67,10 @@ NOT_TRANSLATED = {
     "ja": "このページはまだ翻訳されていません。以下は英語の原文です。",
 }
 PARTLY_TRANSLATED = {
-    "ko": "이 페이지는 제목과 설명, 그리고 {names} 항목만 번역되었다. 나머지 항목은 영어 원문이다.",
-    "ja": "このページで翻訳済みなのは、見出しと説明、および {names} の項目だけです。ほかの項目は英語の原文です。",
+    "ko": "이 페이지는 제목과 설명, 그리고 {names} 항목만 번역되었다. "
+    "나머지 항목은 영어 원문이다.",
+    "ja": "このページで翻訳済みなのは、見出しと説明、および {names} の項目だけです。"
+    "ほかの項目は英語の原文です。",
 }
 NAME_SEPARATOR = {"ko": ", ", "ja": "、"}
 # The switcher's label, read by screen readers and shown above it.
@@ -84,7 +86,10 @@ FIGURE = re.compile(r"(?P<stem>sphx_glr_\w+?_\d{3}(?:_\d_\d\dx)?)\.png")
 # and the query therefore take every run of Korean or Japanese characters as its
 # overlapping pairs of characters (正弦波 -> 正弦, 弦波), as CJK search engines do,
 # and other words whole; a page is found when it has every pair of the query.
-CJK_RANGES = "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
+CJK_RANGES = (
+    "\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf"  # jamo, kana, CJK extension A
+    "\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"  # CJK, Hangul, half-width kana
+)
 CJK_RUN = re.compile(f"[{CJK_RANGES}]+")
 
 
@@ -114,10 +119,10 @@ def cjk_terms(text: str) -> list[str]:
 # The same, for the query, in the search page (it must split as cjk_terms does).
 SPLIT_QUERY_JS = """
 var splitQuery = (query) => {  // var: searchtools.js declares it only if undefined
-  const cjk = /^[%(ranges)s]+$/u;
+  const cjk = /^[RANGES]+$/u;
   const out = [];
   for (const word of query.split(/[^\\p{Letter}\\p{Number}_\\p{Mark}]+/gu)) {
-    for (const piece of word.split(/([%(ranges)s]+)/u)) {
+    for (const piece of word.split(/([RANGES]+)/u)) {
       if (!piece) continue;
       if (cjk.test(piece) && piece.length > 1) {
         for (let i = 0; i + 1 < piece.length; i++) out.push(piece.slice(i, i + 2));
@@ -126,7 +131,7 @@ var splitQuery = (query) => {  // var: searchtools.js declares it only if undefi
   }
   return out;
 };
-""" % {"ranges": CJK_RANGES}
+""".replace("RANGES", CJK_RANGES)
 
 
 def translated_fully(docname: str) -> bool:
@@ -179,7 +184,9 @@ def language_links(pagename: str, current: str) -> list[tuple[str, str, str]]:
     return [(code, name, f"{up}{code}/{pagename}.html") for code, name in LANGUAGES.items()]
 
 
-def add_switcher(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:  # noqa: E501
+def add_switcher(
+    app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
     language = app.config.language or "en"
     if not _site_layout(app):
         context["posenc_languages"] = []
@@ -227,7 +234,9 @@ def card_texts(app: Any) -> dict[str, str]:
     return _CARDS[language]
 
 
-def translate_cards(app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any) -> None:  # noqa: E501
+def translate_cards(
+    app: Any, pagename: str, templatename: str, context: dict[str, Any], doctree: Any
+) -> None:
     """In a translation, the gallery's cards (thumbnails) with the examples' translated
     titles and tooltips: sphinx-gallery writes them as raw HTML, which no catalog reaches."""
     body = context.get("body")

@@ -13,8 +13,8 @@ Explained in :ref:`guide-positions`, section :ref:`guide-positions-offsets`.
 
 # %%
 # The reference is the whole sequence embedded at once. Step ``t`` embeds the
-# single id at index ``t``, at ``offset=t``; stacked, the steps give the same rows, bit for
-# bit, before and after position 16.
+# single id at index ``t``, at ``offset=t``; stacked, the steps give the same rows,
+# bit for bit, before and after position 16.
 import matplotlib.pyplot as plt
 import torch
 
