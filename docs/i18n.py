@@ -390,7 +390,7 @@ def figures(languages: Iterable[str]) -> None:
     for language in languages:
         catalog = read(po_path(language, FIGURES))
         strings = {m.id: m.string for m in messages(catalog) if m.string}
-        record = translate(DOCS / "auto_examples", language, strings.get)
+        record = translate(DOCS / "auto_examples", language, strings.get, path_figures)
         print(f"{language}: {len(record)} figures drawn, {len(strings)} labels translated")
 
 

@@ -29,6 +29,7 @@ KEPT = ".figure.pickle"
 # "0", "−1.0", "$10^{-3}$" and "2**20" are not.
 WORD = re.compile(r"[A-Za-z]{2,}")
 MATH = re.compile(r"\$[^$]*\$")
+CJK_TEXT = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
 
 def require_font(language: str) -> None:
@@ -104,9 +105,13 @@ def figure_texts(auto_examples: Path) -> Iterator[tuple[str, str]]:
 
 
 def translate(
-    auto_examples: Path, language: str, lookup: Callable[[str], str | None]
+    auto_examples: Path,
+    language: str,
+    lookup: Callable[[str], str | None],
+    wanted: Callable[[str], bool] = lambda name: True,
 ) -> dict[str, Any]:
-    """Save every kept figure with its texts in ``language``; return the text record.
+    """Save the kept figures (those ``wanted``, by file name) with their texts in
+    ``language``; return the text record.
 
     ``lookup`` gives the translation of a text, or None where there is none (the text
     is then drawn as it is). The record has, per saved image, its width and its
@@ -118,7 +123,7 @@ def translate(
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            record = _translate(auto_examples, language, lookup)
+            record = _translate(auto_examples, language, lookup, wanted)
     finally:
         logging.getLogger("matplotlib").removeHandler(missing)
     missing.found += [str(w.message) for w in caught if "missing from font" in str(w.message)]
@@ -128,6 +133,45 @@ def translate(
             + "; ".join(sorted(set(missing.found))[:5])
         )
     return record
+
+
+def _translate_ticks(fig: Any, lookup: Callable[[str], str | None], family: list[str]) -> None:
+    """Tick labels that are words ("left-padded"): a formatter redraws them, so the
+    translated ones are fixed at the same places (and the same view limits)."""
+    fig.draw_without_rendering()
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [label.get_text() for label in axis.get_ticklabels()]
+            if not any(translatable(label) for label in labels):
+                continue
+            limits = axis.get_view_interval()
+            translated = [lookup(label) or label for label in labels]
+            axis.set_ticks(axis.get_ticklocs(), labels=translated, fontfamily=family)
+            axis.set_view_interval(*limits, ignore=True)
+
+
+def _check_inside(fig: Any, name: str, language: str) -> None:
+    """Every text drawn in the reader's language lies inside the figure (a translation
+    longer than the English may run past its edge, where savefig cuts it off)."""
+    from matplotlib.text import Text
+
+    renderer = fig.canvas.get_renderer()
+    frame = fig.bbox
+    for text in fig.findobj(Text):
+        if not text.get_visible() or not CJK_TEXT.search(text.get_text()):
+            continue
+        box = text.get_window_extent(renderer)
+        inside = (
+            box.x0 >= frame.x0 - 1
+            and box.x1 <= frame.x1 + 1
+            and box.y0 >= frame.y0 - 1
+            and box.y1 <= frame.y1 + 1
+        )
+        if not inside:
+            raise SystemExit(
+                f"{name} ({language}): {text.get_text()!r} runs past the figure's edge: "
+                "shorten its translation in figures.po"
+            )
 
 
 class _MissingGlyphs(logging.Handler):
@@ -143,7 +187,10 @@ class _MissingGlyphs(logging.Handler):
 
 
 def _translate(
-    auto_examples: Path, language: str, lookup: Callable[[str], str | None]
+    auto_examples: Path,
+    language: str,
+    lookup: Callable[[str], str | None],
+    wanted: Callable[[str], bool],
 ) -> dict[str, Any]:
     import matplotlib
     import matplotlib.pyplot as plt
@@ -152,7 +199,10 @@ def _translate(
     record: dict[str, Any] = {}
     family = [LATIN_FONT, CJK_FONT[language]]
     for path, kept in kept_figures(auto_examples):
+        if not wanted(path.name.removesuffix(KEPT) + ".png"):
+            continue
         fig = kept["figure"]
+        _translate_ticks(fig, lookup, family)
         for text in _texts(fig):
             translated = lookup(text.get_text())
             if translated:
@@ -167,6 +217,7 @@ def _translate(
                 twin = path.with_name(f"{stem}_{times}x.{language}.png")
                 fig.savefig(twin, dpi=kept["dpi"] * multiplier, **kept["savefig"])
             points, sample = smallest_text(fig)
+            _check_inside(fig, path.name.removesuffix(KEPT), language)
         record[target.name] = {
             "width_px": round(fig.get_figwidth() * kept["dpi"]),
             "min_text_pt": round(points, 3),
