@@ -191,7 +191,13 @@ def add_switcher(
     if not _site_layout(app):
         context["posenc_languages"] = []
         return
-    context["posenc_languages"] = language_links(pagename, language)
+    context["posenc_languages"] = links = language_links(pagename, language)
+    # the same page in the other languages, for browsers and search engines
+    context["metatags"] = context.get("metatags", "") + "".join(
+        f'\n<link rel="alternate" hreflang="{code}" href="{href}">'
+        for code, _, href in links
+        if code != language
+    )
     context["posenc_language"] = language
     context["posenc_language_label"] = SWITCHER_LABEL.get(language, "Language")
 
@@ -266,6 +272,69 @@ def copy_figure_text(app: Any, exception: Exception | None) -> None:
     record = json.loads(target.read_text(encoding="utf-8"))
     record.update(json.loads(record_path.read_text(encoding="utf-8")))
     target.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+# furo writes some interface text into its templates without gettext (the icons' titles,
+# the sidebar toggles' labels, "Skip to content", the footer). Their translations are
+# in sphinx.po beside the theme's gettext strings; after a translated build they are put
+# in the written pages, where they stand: an icon's <title>, an aria-label, a link's
+# text. "Toggle navigation of {name}" is one message for every section of the sidebar.
+THEME_TEXT = (
+    "Skip to content",
+    "Contents",
+    "Menu",
+    "Expand",
+    "Light mode",
+    "Dark mode",
+    "Auto light/dark, in light mode",
+    "Auto light/dark, in dark mode",
+    "Toggle site navigation sidebar",
+    "Toggle table of contents sidebar",
+    "Toggle Light / Dark / Auto color theme",
+    "Copyright",
+)
+TOGGLE_SECTION = "Toggle navigation of {name}"
+POSSESSIVE = "{name}'s"  # the footer's "@pradyunsg's Furo"
+
+
+def _theme_translations(app: Any) -> dict[str, str]:
+    from babel.messages.pofile import read_po
+
+    path = Path(app.srcdir) / "locales" / app.config.language / "LC_MESSAGES" / "sphinx.po"
+    with path.open("rb") as file:
+        return {m.id: m.string for m in read_po(file) if isinstance(m.id, str) and m.string}
+
+
+def translate_theme_text(app: Any, exception: Exception | None) -> None:
+    """Put the translations of furo's hard-coded interface text into the written pages."""
+    if exception is not None or app.builder.format != "html":
+        return
+    if app.config.language not in TRANSLATIONS:
+        return
+    found = _theme_translations(app)
+    missing = [text for text in (*THEME_TEXT, TOGGLE_SECTION, POSSESSIVE) if text not in found]
+    if missing:
+        raise RuntimeError(f"locales/{app.config.language}/LC_MESSAGES/sphinx.po lacks {missing}")
+    rules: list[tuple[re.Pattern[str], Any]] = []
+    for text in THEME_TEXT:
+        where = re.escape(text)
+        pattern = re.compile(
+            rf'(<title>|aria-label="|title="|>\s*){where}(</title>|"|\s*<|\s*&#169;)'
+        )
+        rules.append((pattern, lambda m, t=found[text]: m.group(1) + html.escape(t) + m.group(2)))
+    toggle = re.compile(r'aria-label="Toggle navigation of ([^"]*)"')
+    rules.append(
+        (toggle, lambda m: 'aria-label="' + found[TOGGLE_SECTION].format(name=m.group(1)) + '"')
+    )
+    owner = re.compile(r"(>@pradyunsg</a>)'s")
+    rules.append((owner, lambda m: m.group(1) + found[POSSESSIVE].format(name="").strip()))
+    for page in Path(app.outdir).rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        new = text
+        for pattern, replace in rules:
+            new = pattern.sub(replace, new)
+        if new != text:
+            page.write_text(new, encoding="utf-8")
 
 
 PICKER = """<!DOCTYPE html>
@@ -365,4 +434,5 @@ def setup(app: Any) -> dict[str, Any]:
     # after conf.py's copy_figure_text, which copies the English record into the site
     app.connect("build-finished", copy_figure_text, priority=900)
     app.connect("build-finished", write_picker)
+    app.connect("build-finished", translate_theme_text)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
