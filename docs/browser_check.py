@@ -94,6 +94,7 @@ from playwright.sync_api import ConsoleMessage, Page, Request, Route, sync_playw
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "_ext"))
 from gallery_hooks import PENDING_PAGES  # noqa: E402 (pages being rebuilt: reported only)
+from i18n_site import CJK_RANGES  # noqa: E402 (the characters of Korean and Japanese)
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
@@ -106,7 +107,7 @@ SEARCH = {
 }
 # Fonts that draw Korean and Japanese (Debian's fonts-noto-cjk, or a system's own).
 CJK_FONT = re.compile(r"CJK|Gothic|Mincho|Malgun|Meiryo|Hiragino|Nanum|Noto Sans (JP|KR)", re.I)
-CJK_CHAR = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+CJK_CHAR = re.compile(f"[{CJK_RANGES}]")
 # Pages written by Sphinx that are not documentation a reader lands on by a link.
 SKIP = {"search.html"}  # checked separately, with a query
 # The highlighted source files ("[source]" links): the files as they are, whose lines

@@ -37,7 +37,7 @@ from babel.messages.pofile import read_po, write_po
 DOCS = Path(__file__).parent.resolve()
 sys.path.insert(0, str(DOCS / "_ext"))
 
-from i18n_site import API_ENTRIES, API_PAGE, LEARNERS_PATH  # noqa: E402
+from i18n_site import API_ENTRIES, API_PAGE, CJK_RANGES, LEARNERS_PATH  # noqa: E402
 
 LOCALES = DOCS / "locales"
 GETTEXT = DOCS / "_build" / "gettext"
@@ -181,7 +181,8 @@ LANGUAGE_TEAM = {"ko": "posenc Korean <ko>", "ja": "posenc Japanese <ja>"}
 
 # -- check ---------------------------------------------------------------------
 
-CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef"
+# Korean and Japanese characters, and the full-width forms written beside them (：（）).
+CJK = CJK_RANGES + "\uff00-\uffef"
 # Inline markup of reST, outermost first: code, roles (with their target), references,
 # substitutions, strong and emphasis, and a default-role `text`.
 INLINE = re.compile(

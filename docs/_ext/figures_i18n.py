@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from i18n_site import CJK_RANGES
+
 # The fonts that draw Korean and Japanese (Debian's fonts-noto-cjk). Latin letters
 # and digits keep matplotlib's own DejaVu Sans, as in the English figures; a
 # character DejaVu Sans lacks is drawn from the CJK font.
@@ -29,7 +31,7 @@ KEPT = ".figure.pickle"
 # "0", "−1.0", "$10^{-3}$" and "2**20" are not.
 WORD = re.compile(r"[A-Za-z]{2,}")
 MATH = re.compile(r"\$[^$]*\$")
-CJK_TEXT = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+CJK_TEXT = re.compile(f"[{CJK_RANGES}]")
 
 
 def require_font(language: str) -> None:
