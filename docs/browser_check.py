@@ -95,10 +95,11 @@ ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "_ext"))
 from gallery_hooks import PENDING_PAGES  # noqa: E402 (pages being rebuilt: reported only)
 from i18n_site import CJK_RANGES  # noqa: E402 (the characters of Korean and Japanese)
+from i18n_site import LANGUAGES as SITE_LANGUAGES  # noqa: E402
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-LANGUAGES = ("en", "ko", "ja")
+LANGUAGES = tuple(SITE_LANGUAGES)  # en, ko, ja
 # Per language: a term its readers would search for, and a page that must be found.
 SEARCH = {
     "en": ("PositionalEncoding", "api.html"),
@@ -685,7 +686,7 @@ def check_glyphs(page: Page, problems: Problems, client: object) -> None:
             return
 
 
-def check_picker(page: Page, problems: Problems, base: str, built: list[str], context_of) -> None:  # type: ignore[no-untyped-def]
+def check_picker(problems: Problems, base: str, built: list[str], context_of) -> None:  # type: ignore[no-untyped-def]
     """The root page: a link per language, and a browser sent to its own language."""
     problems.page = "index.html (the language picker)"
     for locale, want in (("ko-KR", "ko"), ("ja-JP", "ja"), ("en-US", "en"), ("fr-FR", "en")):
@@ -771,13 +772,7 @@ def main(argv: list[str]) -> int:
                     check_switcher(page, problems, root, language)
                     check_file_switcher(browser, problems, html, language)
                 context.close()
-        check_picker(
-            page=None,
-            problems=problems,
-            base=root,
-            built=languages,  # type: ignore[arg-type]
-            context_of=lambda locale: browser.new_context(locale=locale),
-        )
+        check_picker(problems, root, languages, lambda locale: browser.new_context(locale=locale))
         browser.close()
     print(
         f"checked {total_pages} pages in {', '.join(languages)} at {DESKTOP['width']} and "

@@ -303,16 +303,29 @@ def check_gallery_figures(app, env) -> None:  # type: ignore[no-untyped-def]
 
 
 def copy_figure_text(app, exception) -> None:  # type: ignore[no-untyped-def]
-    """Put the record of the figures' text sizes in the site, for the browser check."""
+    """Put the record of the figures' text sizes in the site, for the browser check.
+
+    A translation's site gets the English record and, over it, that of the figures
+    drawn in its language (``figure_text.<language>.json``, from docs/i18n.py figures).
+    """
+    import json
+
     from gallery_hooks import FIGURE_TEXT
 
     if exception is not None or app.builder.format != "html":
         return
-    record = HERE / sphinx_gallery_conf["gallery_dirs"] / FIGURE_TEXT
-    if record.is_file():
-        target = Path(app.outdir) / "_static" / FIGURE_TEXT
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(record.read_bytes())
+    gallery = HERE / sphinx_gallery_conf["gallery_dirs"]
+    record_path = gallery / FIGURE_TEXT
+    if not record_path.is_file():
+        return
+    record = json.loads(record_path.read_text(encoding="utf-8"))
+    translated = gallery / f"{Path(FIGURE_TEXT).stem}.{app.config.language}.json"
+    if translated.is_file():
+        record.update(json.loads(translated.read_text(encoding="utf-8")))
+    target = Path(app.outdir) / "_static" / FIGURE_TEXT
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    target.write_text(text, encoding="utf-8")
 
 
 # The widest code line a page may show: at 88 characters a code box fits the 742 px

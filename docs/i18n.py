@@ -37,7 +37,7 @@ from babel.messages.pofile import read_po, write_po
 DOCS = Path(__file__).parent.resolve()
 sys.path.insert(0, str(DOCS / "_ext"))
 
-from i18n_site import API_ENTRIES, API_PAGE, CJK_RANGES, LEARNERS_PATH  # noqa: E402
+from i18n_site import API_ENTRIES, API_PAGE, CJK_RANGES, LANGUAGES, LEARNERS_PATH  # noqa: E402
 
 LOCALES = DOCS / "locales"
 GETTEXT = DOCS / "_build" / "gettext"
@@ -135,9 +135,7 @@ def extract() -> None:
     from figures_i18n import figure_texts
 
     catalog = Catalog(project="posenc")
-    for text, where in figure_texts(DOCS / "auto_examples"):
-        if not path_figures(where):
-            continue
+    for text, where in figure_texts(DOCS / "auto_examples", path_figures):
         if text in catalog:
             catalog[text].locations.append((where, 0))
         else:
@@ -284,9 +282,6 @@ def english_term(term: str) -> re.Pattern[str]:
     return re.compile(rf"\b(?:{body})\b", re.IGNORECASE)
 
 
-TEAM_COLUMN = {"ko": "한국어", "ja": "日本語"}
-
-
 def problems(
     language: str, message: Message, rows: list[dict[str, str]], *, rest: bool = True
 ) -> Iterator[str]:
@@ -333,7 +328,7 @@ def _numbers_and_terms(
     missing = [n for n in numbers if n not in there]
     if missing:
         yield f"numbers dropped: {missing}"
-    column = TEAM_COLUMN[language]
+    column = LANGUAGES[language]  # the glossary's column of that language, by its name
     for row in rows:
         target = row[column]
         for avoided in filter(None, (a.strip() for a in row[f"avoid ({language})"].split(";"))):

@@ -83,9 +83,13 @@ def keep(fig: Any, image_path: str | Path, srcset: list[float]) -> None:
     Path(image_path).with_suffix(KEPT).write_bytes(pickle.dumps(record))
 
 
-def kept_figures(auto_examples: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+def kept_figures(
+    auto_examples: Path, wanted: Callable[[str], bool]
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """The kept figures whose PNG's name is ``wanted``, each loaded only if it is."""
     for path in sorted(auto_examples.rglob(f"images/*{KEPT}")):
-        yield path, pickle.loads(path.read_bytes())
+        if wanted(path.name.removesuffix(KEPT) + ".png"):
+            yield path, pickle.loads(path.read_bytes())
 
 
 def _texts(fig: Any) -> Iterator[Any]:
@@ -98,9 +102,9 @@ def _texts(fig: Any) -> Iterator[Any]:
             yield text
 
 
-def figure_texts(auto_examples: Path) -> Iterator[tuple[str, str]]:
-    """Every translatable text of every kept figure, with the figure's file name."""
-    for path, record in kept_figures(auto_examples):
+def figure_texts(auto_examples: Path, wanted: Callable[[str], bool]) -> Iterator[tuple[str, str]]:
+    """Every translatable text of the wanted kept figures, with the figure's file name."""
+    for path, record in kept_figures(auto_examples, wanted):
         name = path.name.removesuffix(KEPT) + ".png"
         for text in _texts(record["figure"]):
             yield text.get_text(), name
@@ -196,13 +200,11 @@ def _translate(
 ) -> dict[str, Any]:
     import matplotlib
     import matplotlib.pyplot as plt
-    from gallery_hooks import smallest_text
+    from gallery_hooks import FIGURE_TEXT, smallest_text, text_record
 
     record: dict[str, Any] = {}
     family = [LATIN_FONT, CJK_FONT[language]]
-    for path, kept in kept_figures(auto_examples):
-        if not wanted(path.name.removesuffix(KEPT) + ".png"):
-            continue
+    for path, kept in kept_figures(auto_examples, wanted):
         fig = kept["figure"]
         _translate_ticks(fig, lookup, family)
         for text in _texts(fig):
@@ -220,14 +222,10 @@ def _translate(
                 fig.savefig(twin, dpi=kept["dpi"] * multiplier, **kept["savefig"])
             points, sample = smallest_text(fig)
             _check_inside(fig, path.name.removesuffix(KEPT), language)
-        record[target.name] = {
-            "width_px": round(fig.get_figwidth() * kept["dpi"]),
-            "min_text_pt": round(points, 3),
-            "min_text_px": round(points * kept["dpi"] / 72, 3),
-            "text": sample[:60],
-        }
+        width = round(fig.get_figwidth() * kept["dpi"])
+        record[target.name] = text_record(width, points, kept["dpi"], sample)
         plt.close(fig)
-    (auto_examples / f"figure_text.{language}.json").write_text(
+    (auto_examples / f"{Path(FIGURE_TEXT).stem}.{language}.json").write_text(
         json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     return record

@@ -24,6 +24,16 @@ FIGURE_TEXT = "figure_text.json"
 PENDING_PAGES: tuple[str, ...] = ()
 
 
+def text_record(width_px: int, points: float, dpi: float, sample: str) -> dict[str, Any]:
+    """One figure's entry in ``FIGURE_TEXT``: its width and its smallest text at 1x."""
+    return {
+        "width_px": width_px,
+        "min_text_pt": round(points, 3),
+        "min_text_px": round(points * dpi / 72, 3),
+        "text": sample[:60],
+    }
+
+
 def reset_state(gallery_conf: dict[str, Any], fname: str) -> None:
     """Start every example from the same state, so that its figures are byte-identical.
 
@@ -101,21 +111,17 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
         points, sample = smallest_text(fig)
         dpi = matplotlib.rcParams["savefig.dpi"]  # the resolution of the 1x image
         dpi = fig.dpi if dpi == "figure" else dpi
-        width = round(fig.get_figwidth() * dpi)
-        measured.append((width, points, points * dpi / 72, sample))
+        measured.append(text_record(round(fig.get_figwidth() * dpi), points, dpi, sample))
     rst = matplotlib_scraper(block, block_vars, gallery_conf)
     # one record for the whole gallery, beside its index (the images are in one folder
     # per section)
     record_path = Path(gallery_conf["src_dir"]) / "auto_examples" / FIGURE_TEXT
     record = json.loads(record_path.read_text()) if record_path.is_file() else {}
-    for path, (width, points, pixels, sample) in zip(paths.paths[done:], measured, strict=True):
+    for path, entry in zip(paths.paths[done:], measured, strict=True):
         name = Path(path).name
-        record[name] = {
-            "width_px": width,
-            "min_text_pt": round(points, 3),
-            "min_text_px": round(pixels, 3),
-            "text": sample[:60],
-        }
+        record[name] = entry
+        width, pixels = entry["width_px"], entry["min_text_px"]
+        points, sample = entry["min_text_pt"], entry["text"]
         shown = pixels * min(1.0, COLUMN_PX / width)
         on_phone = pixels * min(1.0, PHONE_COLUMN_PX / width)
         # the example's page, e.g. "auto_examples/sinusoid/plot_01_waveforms"

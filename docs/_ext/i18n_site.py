@@ -134,10 +134,6 @@ var splitQuery = (query) => {  // var: searchtools.js declares it only if undefi
 """.replace("RANGES", CJK_RANGES)
 
 
-def translated_fully(docname: str) -> bool:
-    return docname in LEARNERS_PATH
-
-
 def _gallery_images(app: Any) -> Path:
     return Path(app.srcdir) / "auto_examples"
 
@@ -163,7 +159,7 @@ def add_notice(app: Any, doctree: Any) -> None:
 
     language = app.config.language
     docname = app.env.docname
-    if language not in TRANSLATIONS or translated_fully(docname):
+    if language not in TRANSLATIONS or docname in LEARNERS_PATH:
         return
     if docname == API_PAGE:
         names = NAME_SEPARATOR[language].join(API_ENTRIES)
@@ -178,7 +174,7 @@ def add_notice(app: Any, doctree: Any) -> None:
         section.insert(1, notice)  # after its title
 
 
-def language_links(pagename: str, current: str) -> list[tuple[str, str, str]]:
+def language_links(pagename: str) -> list[tuple[str, str, str]]:
     """Each language's (code, name, relative link) to the same page."""
     up = "../" * (pagename.count("/") + 1)  # from this page to the languages' folder
     return [(code, name, f"{up}{code}/{pagename}.html") for code, name in LANGUAGES.items()]
@@ -191,7 +187,7 @@ def add_switcher(
     if not _site_layout(app):
         context["posenc_languages"] = []
         return
-    context["posenc_languages"] = links = language_links(pagename, language)
+    context["posenc_languages"] = links = language_links(pagename)
     # the same page in the other languages, for browsers and search engines
     context["metatags"] = context.get("metatags", "") + "".join(
         f'\n<link rel="alternate" hreflang="{code}" href="{href}">'
@@ -258,20 +254,6 @@ def translate_cards(
         return match.group(1) + html.escape(translated, quote=True) + match.group(3)
 
     context["body"] = THUMB_TOOLTIP.sub(swap, THUMB_TITLE.sub(swap, body))
-
-
-def copy_figure_text(app: Any, exception: Exception | None) -> None:
-    """The record of the translated figures' text sizes, beside the English one."""
-    language = app.config.language
-    if exception is not None or app.builder.format != "html" or language not in TRANSLATIONS:
-        return
-    record_path = _gallery_images(app) / f"figure_text.{language}.json"
-    target = Path(app.outdir) / "_static" / "figure_text.json"
-    if not record_path.is_file() or not target.is_file():
-        return
-    record = json.loads(target.read_text(encoding="utf-8"))
-    record.update(json.loads(record_path.read_text(encoding="utf-8")))
-    target.write_text(json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
 
 
 # furo writes some interface text into its templates without gettext (the icons' titles,
@@ -431,8 +413,6 @@ def setup(app: Any) -> dict[str, Any]:
     app.connect("doctree-read", add_notice)
     app.connect("html-page-context", add_switcher)
     app.connect("html-page-context", translate_cards)
-    # after conf.py's copy_figure_text, which copies the English record into the site
-    app.connect("build-finished", copy_figure_text, priority=900)
     app.connect("build-finished", write_picker)
     app.connect("build-finished", translate_theme_text)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
