@@ -58,6 +58,8 @@ def lint(session: nox.Session) -> None:
     session.run("mypy", *session.posargs)
     verify = ("pyright", "--verifytypes", "posenc", "--ignoreexternal")
     report = session.run(*verify, "--outputjson", silent=True, success_codes=[0, 1])
+    if report is None:  # `nox --install-only`: nothing ran
+        return
     score = json.loads(str(report))["typeCompleteness"]["completenessScore"]
     session.log(f"pyright --verifytypes posenc: type completeness {score:.1%}")
     if score < MIN_TYPE_COMPLETENESS:
