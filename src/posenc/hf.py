@@ -91,6 +91,12 @@ class Rotation:
             :func:`exact_rotation` replaces while it is active.
         exact: posenc's function with the same signature: float32 arithmetic on the
             tables of :class:`HFRotaryEmbedding`, one rounding.
+
+    Example:
+        >>> from posenc.hf import RECORDS
+        >>> gptj = RECORDS["gptj"].rotation
+        >>> gptj.name, gptj.exact.__name__
+        ('apply_rotary_pos_emb', '_gptj_rotation')
     """
 
     name: str
@@ -143,6 +149,14 @@ class Family:
             whether the sections interleave, whatever ``mrope_interleaved`` says.
         type_aliases: ``rope_type`` names of its 4.x configs, and the type each is
             (Qwen2-VL's ``"mrope"`` is ``"default"``).
+
+    Example:
+        >>> from posenc.hf import RECORDS
+        >>> cohere = RECORDS["cohere"]
+        >>> cohere.layout, cohere.form, cohere.rotary_classes
+        ('interleaved', 'repeated', ('CohereRotaryEmbedding',))
+        >>> RECORDS["gpt_neox"].keys
+        {'rotary_emb_base': (None, 'rope_theta'), 'rotary_pct': (None, 'partial_rotary_factor')}
     """
 
     name: str
@@ -403,7 +417,9 @@ def _rope_parameters(config: Any, family: Family, layer_type: str | None) -> dic
 def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryEmbedding:
     """The :class:`~posenc.RotaryEmbedding` of a Hugging Face model config.
 
-    Reads, from a config object (``model.config``) or a dict with its fields:
+    The config is read as its family's (the :class:`Family` record of its
+    ``model_type`` in :data:`RECORDS`; a config of another type, or of none, as
+    Llama's). From a config object (``model.config``) or a dict with its fields:
 
     - the head size: ``head_dim``, else ``hidden_size // num_attention_heads``;
     - ``rope_parameters`` (transformers 5), or ``rope_scaling`` and
@@ -411,11 +427,24 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
       3 and ModernBERT carry them (``{"sliding_attention": {...},
       "full_attention": {...}}``), the set of ``layer_type``;
     - ``partial_rotary_factor`` (in ``rope_parameters`` or beside them);
+    - the family's own 4.x keys (:attr:`Family.keys`), moved into the
+      parameters as the family's config class converts them: GPT-NeoX's
+      ``rotary_emb_base`` and ``rotary_pct``, Gemma 3's
+      ``rope_local_base_freq`` (the sliding layers' base; ``rope_theta`` and
+      ``rope_scaling`` are the full layers'), GPT-J's ``rotary_dim``. A 4.x key
+      of another family is refused by name, and so is a value given twice;
+    - where a config has none, the family's defaults (:attr:`Family.defaults`):
+      the base (1e6 for Qwen2-VL and Qwen2.5-VL, 5e5 for Cohere and Qwen3-VL,
+      1e6 and 1e4 for Gemma 3's full and sliding layers, else 10000), a
+      ``partial_rotary_factor`` of 0.25 for GPT-NeoX and StableLM, a
+      ``rotary_dim`` of 64 for GPT-J;
     - ``max_position_embeddings`` and ``original_max_position_embeddings``,
-      copied into the scaling where it has none (the dynamic, YaRN and
-      LongRoPE formulas read them; Hugging Face takes them from the config);
-    - GPT-J (``model_type="gptj"``): ``rotary_dim`` of the head, the
-      interleaved layout, base 10000, as its code fixes them;
+      copied into the scaling (the dynamic, YaRN and LongRoPE formulas read
+      them; Hugging Face takes them from the config, and the trained length
+      beside the parameters wins over theirs, as Phi-3 keeps it);
+    - the layout of the family: interleaved pairs for GPT-J (whose code fixes
+      base 10000 and no scaling: a config that gives rope parameters is
+      refused) and Cohere, rotate-half for the others;
     - Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``model_type`` ``"qwen2_vl"``,
       ``"qwen2_5_vl"``, ``"qwen3_vl"``, ``"qwen3_vl_moe"`` or their ``_text``
       forms): multimodal RoPE, ``mrope_section`` from the rope parameters
@@ -439,13 +468,16 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
         layer_type: For per-layer-type parameters, which layer type.
 
     Returns:
-        The module, in the half layout (interleaved for GPT-J).
+        The module, in the family's layout.
 
     Raises:
-        TypeError: ``rope_parameters`` is not a dict.
+        TypeError: ``rope_parameters`` (or 4.x's ``rope_scaling``) is not a dict.
         ValueError: the head size cannot be read; ``layer_type`` is missing for
             per-layer-type parameters, or given for a config without them, or
-            names a type the config lacks; the parameters are refused by
+            names a type the config lacks; the config carries a 4.x key of
+            another family, gives one parameter under two keys with two values,
+            or gives GPT-J rope parameters; ``rotary_dim`` is not an int in
+            ``(0, head_dim]``; the parameters are refused by
             :func:`~posenc.rope_frequencies` (an ``mrope_section`` that does
             not sum to the rotated pairs among them).
 
@@ -468,6 +500,18 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
         ...         "mrope_section": [16, 24, 24]}}}
         >>> rotary_from_config(qwen2_vl)
         RotaryEmbedding(head_dim=128, max_len=4096, base=1e+06, mrope_section=[16, 24, 24])
+
+        A GPT-NeoX ``config.json`` of transformers 4.x, and a key of another family:
+
+        >>> rotary_from_config({"model_type": "gpt_neox", "hidden_size": 512,
+        ...                     "num_attention_heads": 8, "rotary_pct": 0.25,
+        ...                     "rotary_emb_base": 20000.0})
+        RotaryEmbedding(head_dim=64, max_len=4096, base=20000, rotary_dim=16)
+        >>> rotary_from_config({"model_type": "llama", "hidden_size": 512,
+        ...                     "num_attention_heads": 8, "rotary_emb_base": 20000.0})
+        Traceback (most recent call last):
+        ...
+        ValueError: the config carries rotary_emb_base=20000.0, a transformers 4.x key of ...
     """
     config = _text_config(config)
     return _rotary(config, _family(config), layer_type)
@@ -510,7 +554,8 @@ def _rotary(config: Any, family: Family, layer_type: str | None) -> RotaryEmbedd
         scaling.setdefault("max_position_embeddings", max_positions)
     original = _get(config, "original_max_position_embeddings")
     if scaling["rope_type"] in ("yarn", "longrope", "llama3") and original is not None:
-        scaling.setdefault("original_max_position_embeddings", original)
+        # beside the parameters it wins, as in Hugging Face's conversion (Phi-3 keeps it there)
+        scaling["original_max_position_embeddings"] = original
     scaling["rope_theta"] = base
     return RotaryEmbedding(
         head_dim, base=base, layout=family.layout, scaling=scaling, max_len=max(max_len, 1)
