@@ -46,12 +46,12 @@ __all__ = [
     "rotary_from_config",
 ]
 
-#: The tables a Hugging Face rotary module returns (see :class:`HFRotaryEmbedding`).
-TableForm = Literal["widened", "repeated", "gptj"]
+# The tables a Hugging Face rotary module returns (see HFRotaryEmbedding).
+_TableForm = Literal["widened", "repeated", "gptj"]
 # Tables precomputed per module: later positions are computed on the fly, same values.
 _MAX_LEN = 4096
 # Where a value goes in the rope parameters: (layer type or None for every set, key).
-Target = tuple[str | None, str]
+_Target = tuple[str | None, str]
 
 
 # -- The rotation functions exact_rotation installs -------------------------------------
@@ -163,11 +163,11 @@ class Family:
     model_types: tuple[str, ...]
     rotary_classes: tuple[str, ...]
     layout: RotaryLayout = "half"
-    form: TableForm = "widened"
+    form: _TableForm = "widened"
     rotation: Rotation = _HALF
     table_dtype: torch.dtype | None = None
-    keys: Mapping[str, Target] = field(default_factory=dict)
-    defaults: Mapping[Target, Any] = field(default_factory=lambda: {(None, "rope_theta"): 1e4})
+    keys: Mapping[str, _Target] = field(default_factory=dict)
+    defaults: Mapping[_Target, Any] = field(default_factory=lambda: {(None, "rope_theta"): 1e4})
     layer_types: tuple[str, ...] = ()
     flat_layer: str | None = None
     fixed: bool = False
@@ -175,7 +175,7 @@ class Family:
     type_aliases: Mapping[str, str] = field(default_factory=dict)
 
 
-def _theta(base: float) -> dict[Target, Any]:
+def _theta(base: float) -> dict[_Target, Any]:
     return {(None, "rope_theta"): base}
 
 
@@ -280,7 +280,7 @@ _BY_TYPE: dict[str, Family] = {
 # A config of no known family (or none given): read as Llama's is.
 _OTHER = Family("other", (), ())
 # The keys every family reads beside its rope parameters, and where they go.
-_COMMON: dict[str, Target] = {
+_COMMON: dict[str, _Target] = {
     "rope_theta": (None, "rope_theta"),
     "partial_rotary_factor": (None, "partial_rotary_factor"),
 }
@@ -353,7 +353,7 @@ def _refuse_foreign_keys(config: Any, family: Family) -> None:
                 )
 
 
-def _fill(sets: dict[str | None, dict[str, Any]], target: Target, value: Any) -> None:
+def _fill(sets: dict[str | None, dict[str, Any]], target: _Target, value: Any) -> None:
     layer, key = target
     for kind, params in sets.items():
         if layer is None or kind == layer or kind is None:
@@ -382,7 +382,7 @@ def _rope_parameters(config: Any, family: Family, layer_type: str | None) -> dic
     sets: dict[str | None, dict[str, Any]] = (
         {kind: params[kind] for kind in nested} if nested else {None: params}
     )
-    found: dict[Target, list[tuple[str, Any]]] = {}
+    found: dict[_Target, list[tuple[str, Any]]] = {}
     for key, target in {**_COMMON, **family.keys}.items():
         value = _get(config, key)
         if value is not None:
@@ -657,7 +657,7 @@ class HFRotaryEmbedding(nn.Module):
         self,
         rotary: RotaryEmbedding | Mapping[str, RotaryEmbedding],
         *,
-        form: TableForm = "widened",
+        form: Literal["widened", "repeated", "gptj"] = "widened",
         table_dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -672,7 +672,7 @@ class HFRotaryEmbedding(nn.Module):
         self.rotary: RotaryEmbedding | nn.ModuleDict = (
             rotary if isinstance(rotary, RotaryEmbedding) else nn.ModuleDict(dict(rotary))
         )
-        self.form: TableForm = form
+        self.form: _TableForm = form
         self.table_dtype: torch.dtype | None = table_dtype
         self.exact: bool = False
 
