@@ -163,11 +163,13 @@ class Family:
     model_types: tuple[str, ...]
     rotary_classes: tuple[str, ...]
     layout: RotaryLayout = "half"
-    form: _TableForm = "widened"
+    form: Literal["widened", "repeated", "gptj"] = "widened"
     rotation: Rotation = _HALF
     table_dtype: torch.dtype | None = None
-    keys: Mapping[str, _Target] = field(default_factory=dict)
-    defaults: Mapping[_Target, Any] = field(default_factory=lambda: {(None, "rope_theta"): 1e4})
+    keys: Mapping[str, tuple[str | None, str]] = field(default_factory=dict)
+    defaults: Mapping[tuple[str | None, str], Any] = field(
+        default_factory=lambda: {(None, "rope_theta"): 1e4}
+    )
     layer_types: tuple[str, ...] = ()
     flat_layer: str | None = None
     fixed: bool = False
@@ -842,12 +844,10 @@ def patch_rotary(model: nn.Module) -> nn.Module:
 class ExactRotation:
     """The handle :func:`exact_rotation` returns: :meth:`undo` restores what it changed.
 
-    Also a context manager: ``with exact_rotation(model): ...`` undoes on exit.
-
-    Args:
-        modules: The model's :class:`HFRotaryEmbedding` modules.
-        functions: The modeling modules whose rotation function is replaced.
-        rotation: Which function, and posenc's for it (the family's record).
+    Also a context manager: ``with exact_rotation(model): ...`` undoes on exit. It
+    holds the model's :class:`HFRotaryEmbedding` modules, the modeling modules
+    whose rotation function it replaced, and which function that is (the
+    :class:`Rotation` of the family's record).
     """
 
     def __init__(
