@@ -21,7 +21,14 @@ from posenc import (
     alibi_slopes,
     rope_frequencies,
 )
-from posenc.hf import HFRotaryEmbedding, exact_rotation, patch_rotary, rotary_from_config
+from posenc.hf import (
+    FAMILIES,
+    RECORDS,
+    HFRotaryEmbedding,
+    exact_rotation,
+    patch_rotary,
+    rotary_from_config,
+)
 
 LLAMA = {
     "model_type": "llama",
@@ -115,6 +122,85 @@ def test_gptj_config_is_interleaved_and_partial() -> None:
         {"model_type": "gptj", "n_embd": 256, "n_head": 4, "rotary_dim": 16, "n_positions": 2048}
     )
     assert (rope.head_dim, rope.rotary_dim, rope.layout) == (64, 16, "interleaved")
+
+
+def test_gpt_neox_4x_keys_are_read() -> None:
+    # transformers 4.x GPT-NeoX: rotary_pct and rotary_emb_base, no rope_parameters
+    # (GPTNeoXConfig's conversion: rotary_emb_base is rope_theta, rotary_pct the share).
+    neox = {"model_type": "gpt_neox", "hidden_size": 256, "num_attention_heads": 4,
+            "rotary_pct": 0.5, "rotary_emb_base": 20_000.0}  # fmt: skip
+    rope = rotary_from_config(neox)
+    assert (rope.head_dim, rope.rotary_dim, rope.base) == (64, 32, 20_000.0)
+    theta = 20_000.0 ** (-torch.arange(0, 32, 2, dtype=torch.float64) / 32)  # RoFormer
+    torch.testing.assert_close(rope._freqs, theta, rtol=1e-15, atol=0)
+    # Defaults of its code: rotary_pct 0.25, base 10000.
+    bare = rotary_from_config({k: v for k, v in neox.items() if not k.startswith("rotary")})
+    assert (bare.rotary_dim, bare.base) == (16, 10_000.0)
+    with pytest.raises(ValueError, match=r"rope_theta twice, as rope_theta=1000.0 and "):
+        rotary_from_config({**neox, "rope_theta": 1000.0})
+
+
+def test_gemma3_4x_keys_are_read_per_layer_type() -> None:
+    # Gemma 3 in 4.x: rope_theta and rope_scaling for the global (full) layers,
+    # rope_local_base_freq for the sliding ones (Gemma3TextConfig's conversion).
+    old = {"model_type": "gemma3_text", "head_dim": 16, "rope_theta": 1e6,
+           "rope_local_base_freq": 20_000.0,
+           "rope_scaling": {"rope_type": "linear", "factor": 8.0}}  # fmt: skip
+    full = rotary_from_config(old, layer_type="full_attention")
+    local = rotary_from_config(old, layer_type="sliding_attention")
+    assert (full.base, full.extra_repr().endswith("rope_type='linear'")) == (1e6, True)
+    assert (local.base, "rope_type" in local.extra_repr()) == (20_000.0, False)
+    # None given: its code's defaults, 1e6 global and 1e4 local.
+    bare = {"model_type": "gemma3", "text_config": {"head_dim": 16}}
+    assert rotary_from_config(bare, layer_type="full_attention").base == 1e6
+    assert rotary_from_config(bare, layer_type="sliding_attention").base == 10_000.0
+    with pytest.raises(ValueError, match=re.escape("give layer_type=, one of them")):
+        rotary_from_config(old)
+
+
+def test_a_4x_key_of_another_family_is_refused_by_name() -> None:
+    for key, value in (("rotary_emb_base", 20_000.0), ("rope_local_base_freq", 1e4)):
+        with pytest.raises(ValueError, match=rf"carries {key}=.*model_type='llama' reads no"):
+            rotary_from_config({**LLAMA, key: value})
+    no_type = {k: v for k, v in LLAMA.items() if k != "model_type"}
+    with pytest.raises(ValueError, match=r"rotary_dim=16, .* of the model types gptj"):
+        rotary_from_config({**no_type, "rotary_dim": 16})  # e.g. CodeGen's, interleaved
+    gptj = {"model_type": "gptj", "n_embd": 256, "n_head": 4, "rotary_dim": 16}
+    with pytest.raises(ValueError, match=r"rope_theta=500000.0.*'gptj' fixes its rope"):
+        rotary_from_config({**gptj, "rope_theta": 500_000.0})
+    with pytest.raises(ValueError, match=r"config.rotary_dim must be an int in \(0, head_dim"):
+        rotary_from_config({**gptj, "rotary_dim": 128})
+    # GPT-J's default rotary_dim, as GPTJConfig's: 64.
+    assert rotary_from_config({**gptj, "rotary_dim": None}).rotary_dim == 64
+
+
+def test_family_defaults_of_the_new_families() -> None:
+    head = {"hidden_size": 256, "num_attention_heads": 4}
+    assert rotary_from_config({"model_type": "cohere", **head}).base == 500_000.0
+    stablelm = rotary_from_config({"model_type": "stablelm", **head})
+    assert (stablelm.rotary_dim, stablelm.base) == (16, 10_000.0)
+    half = {"model_type": "stablelm", **head, "partial_rotary_factor": 0.5}
+    assert rotary_from_config(half).rotary_dim == 32
+    for name in ("olmo2", "granite", "starcoder2"):
+        rope = rotary_from_config({"model_type": name, **head})
+        assert (rope.rotary_dim, rope.base, rope.layout) == (64, 10_000.0, "half")
+    assert rotary_from_config({"model_type": "cohere", **head}).layout == "interleaved"
+    qwen = {"model_type": "qwen2_vl", "hidden_size": 512, "num_attention_heads": 4}
+    assert rotary_from_config(qwen).base == 1e6  # its code's default, and its section
+
+
+def test_records_and_families() -> None:
+    # Every model type belongs to one record; FAMILIES lists them all, records in order.
+    types = [t for family in RECORDS.values() for t in family.model_types]
+    assert len(set(types)) == len(types)
+    assert tuple(types) == FAMILIES
+    assert {"cohere", "olmo2", "granite", "stablelm", "starcoder2"} <= set(FAMILIES)
+    for name, family in RECORDS.items():
+        assert family.name == name == family.model_types[0]
+        assert all(cls.endswith("RotaryEmbedding") for cls in family.rotary_classes)
+        assert family.form in ("widened", "repeated", "gptj")
+        # the form fits the layout: widened tables are rotate-half's, the others pairs'
+        assert (family.form == "widened") == (family.layout == "half")
 
 
 def test_config_errors() -> None:
@@ -279,6 +365,32 @@ def test_gptj_form_and_layer_types() -> None:
         two(torch.zeros(1), torch.arange(3), "a")
     with pytest.raises(ValueError, match="form must be"):
         HFRotaryEmbedding(rope, form="neox")  # type: ignore[arg-type]
+
+
+def test_repeated_form_and_table_dtype() -> None:
+    # Cohere's module: each pair's value at features 2k and 2k + 1 (repeat_interleave),
+    # for its rotation of interleaved pairs; OLMo 2's: float32 tables for any input.
+    rope = RotaryEmbedding(8, layout="interleaved", base=500_000.0)
+    emb = HFRotaryEmbedding(rope, form="repeated")
+    ids = torch.tensor([[0, 7, 1_000_000]])
+    cos, sin = emb(torch.zeros(1, dtype=torch.bfloat16), ids)
+    freqs, _ = rope_frequencies(8, base=500_000.0)
+    angles = ids[0, :, None].double() * freqs
+    assert cos.shape == (1, 3, 8)
+    assert torch.equal(cos[0, :, 0::2], torch.cos(angles).bfloat16())
+    assert torch.equal(cos[0, :, 1::2], torch.cos(angles).bfloat16())
+    assert torch.equal(sin[0, :, 1::2], torch.sin(angles).bfloat16())
+    q = torch.randn(1, 2, 3, 8, dtype=torch.float64)
+    half = lambda t: torch.stack((-t[..., 1::2], t[..., ::2]), -1).flatten(-2)  # noqa: E731
+    cos64, sin64 = emb(q, ids)
+    theirs = q * cos64[:, None] + half(q) * sin64[:, None]  # Cohere's formula
+    expect = rotary_reference(q, ids[:, None, :], rope._freqs.numpy(), "interleaved")
+    torch.testing.assert_close(theirs, torch.from_numpy(expect), rtol=0, atol=1e-12)
+    fixed = HFRotaryEmbedding(RotaryEmbedding(8), table_dtype=torch.float32)
+    assert fixed(torch.zeros(1, dtype=torch.bfloat16), ids)[0].dtype == torch.float32
+    assert repr(fixed).splitlines()[1].strip() == "form='widened', table_dtype=torch.float32"
+    with pytest.raises(TypeError, match=r"table_dtype must be a floating torch\.dtype"):
+        HFRotaryEmbedding(rope, table_dtype=torch.int64)
 
 
 def test_unsupported_models_are_named() -> None:

@@ -24,7 +24,8 @@ RotaryEmbedding(head_dim=64, max_len=2048, base=500000)
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
 from typing import Any, Literal
 
@@ -35,46 +36,261 @@ from .rotary import RotaryEmbedding, RotaryLayout, apply_rotary
 
 __all__ = [
     "FAMILIES",
+    "RECORDS",
     "ExactRotation",
+    "Family",
     "HFRotaryEmbedding",
+    "Rotation",
     "exact_rotation",
     "patch_rotary",
     "rotary_from_config",
 ]
 
-#: The ``model_type`` of every model :func:`patch_rotary` patches.
-FAMILIES: tuple[str, ...] = (
-    "llama",
-    "mistral",
-    "qwen2",
-    "qwen3",
-    "gemma",
-    "gemma2",
-    "gemma3",
-    "gemma3_text",
-    "phi3",
-    "gpt_neox",
-    "gptj",
-    "qwen2_vl",
-    "qwen2_vl_text",
-    "qwen2_5_vl",
-    "qwen2_5_vl_text",
-    "qwen3_vl",
-    "qwen3_vl_text",
-    "qwen3_vl_moe",
-    "qwen3_vl_moe_text",
-)
-# Multimodal RoPE as the Qwen-VL models' text rotaries compute it (transformers 5.x):
-# the mrope_section their code falls back on when the config has none, and whether the
-# sections interleave. Qwen3-VL's module always interleaves, flag or not.
-_MROPE: dict[str, tuple[tuple[int, int, int], bool]] = {
-    "qwen2_vl": ((16, 24, 24), False),
-    "qwen2_5_vl": ((16, 24, 24), False),
-    "qwen3_vl": ((24, 20, 20), True),
-    "qwen3_vl_moe": ((24, 20, 20), True),
-}
+# The tables a Hugging Face rotary module returns (see HFRotaryEmbedding).
+_TableForm = Literal["widened", "repeated", "gptj"]
 # Tables precomputed per module: later positions are computed on the fly, same values.
 _MAX_LEN = 4096
+# Where a value goes in the rope parameters: (layer type or None for every set, key).
+_Target = tuple[str | None, str]
+
+
+# -- The rotation functions exact_rotation installs -------------------------------------
+
+
+def _half_rotation(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
+) -> tuple[Tensor, Tensor]:
+    """Hugging Face's ``apply_rotary_pos_emb`` (rotate-half), rotated by posenc."""
+    h = cos.shape[-1] // 2
+    c, s = cos.unsqueeze(unsqueeze_dim)[..., :h], sin.unsqueeze(unsqueeze_dim)[..., :h]
+    return apply_rotary(q, c, s), apply_rotary(k, c, s)
+
+
+def _pair_rotation(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
+) -> tuple[Tensor, Tensor]:
+    """Cohere's ``apply_rotary_pos_emb`` (interleaved pairs, repeated tables), by posenc."""
+    c, s = cos.unsqueeze(unsqueeze_dim)[..., ::2], sin.unsqueeze(unsqueeze_dim)[..., ::2]
+    return (
+        apply_rotary(q, c, s, layout="interleaved"),
+        apply_rotary(k, c, s, layout="interleaved"),
+    )
+
+
+def _gptj_rotation(tensor: Tensor, sin: Tensor, cos: Tensor) -> Tensor:
+    """GPT-J's ``apply_rotary_pos_emb`` ((B, L, H, D), one value per pair), by posenc."""
+    return apply_rotary(tensor, cos[:, :, None], sin[:, :, None], layout="interleaved")
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """The rotation function a family's modeling module calls, and posenc's for it.
+
+    Attributes:
+        name: The function's name in the family's modeling module, which
+            :func:`exact_rotation` replaces while it is active.
+        exact: posenc's function with the same signature: float32 arithmetic on the
+            tables of :class:`HFRotaryEmbedding`, one rounding.
+
+    Example:
+        >>> from posenc.hf import RECORDS
+        >>> gptj = RECORDS["gptj"].rotation
+        >>> gptj.name, gptj.exact.__name__
+        ('apply_rotary_pos_emb', '_gptj_rotation')
+    """
+
+    name: str
+    exact: Callable[..., Any]
+
+
+_HALF = Rotation("apply_rotary_pos_emb", _half_rotation)
+_PAIRS = Rotation("apply_rotary_pos_emb", _pair_rotation)
+_GPTJ = Rotation("apply_rotary_pos_emb", _gptj_rotation)
+
+
+# -- One record per model family ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Family:
+    """One model family as Hugging Face's code computes and applies its RoPE.
+
+    Adding a family is one record in :data:`RECORDS`; :data:`FAMILIES`,
+    :func:`rotary_from_config`, :func:`patch_rotary`, :func:`exact_rotation` and
+    the peer tests follow from it. A family whose model skips RoPE in some layers
+    needs nothing more: the layers that rotate call the one rotary module and the
+    rotation function, and only those are replaced.
+
+    Attributes:
+        name: The record's key, the family's first model type.
+        model_types: The ``model_type`` values of its configs: the whole model's
+            and, for multimodal models, the text model's (``"..._text"``).
+        rotary_classes: The class names of its text model's rotary module (the
+            ``rotary_emb`` attribute); a vision tower's is not among them.
+        layout: Which features pair up: ``"half"`` or ``"interleaved"``.
+        form: The tables the rotary module returns (:class:`HFRotaryEmbedding`).
+        rotation: The rotation function its attention calls.
+        table_dtype: The dtype of the tables the rotary module returns, when it is
+            not the input's (OLMo 2's module returns float32 tables).
+        keys: The family's own keys of the transformers 4.x config form, and
+            where each goes in the rope parameters (``(layer type, key)``; layer
+            type None for every set): GPT-NeoX's ``rotary_emb_base`` is its
+            ``rope_theta``. Every family reads ``rope_theta``,
+            ``partial_rotary_factor`` and ``rope_scaling`` besides.
+        defaults: The values its configuration fills in where a config has none,
+            by the same ``(layer type, key)``: the family's ``rope_theta``, GPT-NeoX's
+            and StableLM's ``partial_rotary_factor`` of 0.25.
+        layer_types: The layer types of per-layer-type rope parameters (Gemma 3).
+        flat_layer: The layer type a 4.x config's one set of parameters belongs to.
+        fixed: Whether the family's code fixes the rope parameters (GPT-J: base
+            10000, no scaling): a config that gives any is refused.
+        mrope: Multimodal RoPE as the text rotary computes it: the
+            ``mrope_section`` its code falls back on when the config has none, and
+            whether the sections interleave, whatever ``mrope_interleaved`` says.
+        type_aliases: ``rope_type`` names of its 4.x configs, and the type each is
+            (Qwen2-VL's ``"mrope"`` is ``"default"``).
+
+    Example:
+        >>> from posenc.hf import RECORDS
+        >>> cohere = RECORDS["cohere"]
+        >>> cohere.layout, cohere.form, cohere.rotary_classes
+        ('interleaved', 'repeated', ('CohereRotaryEmbedding',))
+        >>> RECORDS["gpt_neox"].keys
+        {'rotary_emb_base': (None, 'rope_theta'), 'rotary_pct': (None, 'partial_rotary_factor')}
+    """
+
+    name: str
+    model_types: tuple[str, ...]
+    rotary_classes: tuple[str, ...]
+    layout: RotaryLayout = "half"
+    form: Literal["widened", "repeated", "gptj"] = "widened"
+    rotation: Rotation = _HALF
+    table_dtype: torch.dtype | None = None
+    keys: Mapping[str, tuple[str | None, str]] = field(default_factory=dict)
+    defaults: Mapping[tuple[str | None, str], Any] = field(
+        default_factory=lambda: {(None, "rope_theta"): 1e4}
+    )
+    layer_types: tuple[str, ...] = ()
+    flat_layer: str | None = None
+    fixed: bool = False
+    mrope: tuple[tuple[int, int, int], bool] | None = None
+    type_aliases: Mapping[str, str] = field(default_factory=dict)
+
+
+def _theta(base: float) -> dict[_Target, Any]:
+    return {(None, "rope_theta"): base}
+
+
+def _half(name: str, cls: str, **more: Any) -> Family:
+    return Family(name, (name,), (cls,), **more)
+
+
+def _qwen_vl(
+    name: str, cls: str, mrope: tuple[tuple[int, int, int], bool], base: float, **more: Any
+) -> Family:
+    return Family(name, (name, f"{name}_text"), (cls,), mrope=mrope, defaults=_theta(base), **more)
+
+
+_MROPE_ALIAS = {"mrope": "default"}
+
+#: Every model family :func:`patch_rotary` patches, by name, in the order the docs list them.
+RECORDS: dict[str, Family] = {
+    family.name: family
+    for family in (
+        _half("llama", "LlamaRotaryEmbedding"),
+        _half("mistral", "MistralRotaryEmbedding"),
+        _half("qwen2", "Qwen2RotaryEmbedding"),
+        _half("qwen3", "Qwen3RotaryEmbedding"),
+        _half("gemma", "GemmaRotaryEmbedding"),
+        _half("gemma2", "Gemma2RotaryEmbedding"),
+        Family(
+            "gemma3",
+            ("gemma3", "gemma3_text"),
+            ("Gemma3RotaryEmbedding",),
+            keys={
+                "rope_theta": ("full_attention", "rope_theta"),
+                "rope_local_base_freq": ("sliding_attention", "rope_theta"),
+            },
+            defaults={
+                ("full_attention", "rope_theta"): 1e6,
+                ("sliding_attention", "rope_theta"): 1e4,
+            },
+            layer_types=("sliding_attention", "full_attention"),
+            flat_layer="full_attention",
+        ),
+        _half("phi3", "Phi3RotaryEmbedding"),
+        _half(
+            "gpt_neox",
+            "GPTNeoXRotaryEmbedding",
+            keys={
+                "rotary_emb_base": (None, "rope_theta"),
+                "rotary_pct": (None, "partial_rotary_factor"),
+            },
+            defaults={(None, "rope_theta"): 1e4, (None, "partial_rotary_factor"): 0.25},
+        ),
+        _half(
+            "gptj",
+            "GPTJRotaryEmbedding",
+            layout="interleaved",
+            form="gptj",
+            rotation=_GPTJ,
+            keys={"rotary_dim": (None, "rotary_dim")},
+            defaults={(None, "rope_theta"): 1e4, (None, "rotary_dim"): 64},
+            fixed=True,
+        ),
+        _half(
+            "cohere",
+            "CohereRotaryEmbedding",
+            layout="interleaved",
+            form="repeated",
+            rotation=_PAIRS,
+            defaults=_theta(5e5),
+        ),
+        _half("olmo2", "Olmo2RotaryEmbedding", table_dtype=torch.float32),
+        _half("granite", "GraniteRotaryEmbedding"),
+        _half(
+            "stablelm",
+            "StableLmRotaryEmbedding",
+            defaults={(None, "rope_theta"): 1e4, (None, "partial_rotary_factor"): 0.25},
+        ),
+        _half("starcoder2", "Starcoder2RotaryEmbedding"),
+        _qwen_vl(
+            "qwen2_vl",
+            "Qwen2VLRotaryEmbedding",
+            ((16, 24, 24), False),
+            1e6,
+            type_aliases=_MROPE_ALIAS,
+        ),
+        _qwen_vl(
+            "qwen2_5_vl",
+            "Qwen2_5_VLRotaryEmbedding",
+            ((16, 24, 24), False),
+            1e6,
+            type_aliases=_MROPE_ALIAS,
+        ),
+        _qwen_vl("qwen3_vl", "Qwen3VLTextRotaryEmbedding", ((24, 20, 20), True), 5e5),
+        _qwen_vl("qwen3_vl_moe", "Qwen3VLMoeTextRotaryEmbedding", ((24, 20, 20), True), 5e5),
+    )
+}
+
+#: The ``model_type`` of every model :func:`patch_rotary` patches (from :data:`RECORDS`).
+FAMILIES: tuple[str, ...] = tuple(t for family in RECORDS.values() for t in family.model_types)
+
+_BY_TYPE: dict[str, Family] = {
+    t: family for family in RECORDS.values() for t in family.model_types
+}
+# A config of no known family (or none given): read as Llama's is.
+_OTHER = Family("other", (), ())
+# The keys every family reads beside its rope parameters, and where they go.
+_COMMON: dict[str, _Target] = {
+    "rope_theta": (None, "rope_theta"),
+    "partial_rotary_factor": (None, "partial_rotary_factor"),
+}
+# The keys only some families read, and which.
+_OWN_KEYS: dict[str, tuple[str, ...]] = {
+    key: tuple(f.name for f in RECORDS.values() if key in f.keys)
+    for key in dict.fromkeys(k for f in RECORDS.values() for k in f.keys if k not in _COMMON)
+}
 
 
 def _get(config: Any, name: str) -> Any:
@@ -111,28 +327,75 @@ def _text_config(config: Any) -> Any:
     return text
 
 
-def _mrope_family(model_type: Any) -> str | None:
-    """The key of :data:`_MROPE` for a Qwen-VL model type (text model's or whole's)."""
-    if not isinstance(model_type, str):
-        return None
-    family = model_type.removesuffix("_text")
-    return family if family in _MROPE else None
+def _family(config: Any) -> Family:
+    """The record of a (text) config's ``model_type``; Llama's reading for others."""
+    model_type = _get(config, "model_type")
+    return _BY_TYPE.get(model_type, _OTHER) if isinstance(model_type, str) else _OTHER
 
 
-def _rope_parameters(config: Any, layer_type: str | None) -> dict[str, Any]:
-    """The config's ``rope_parameters`` for ``layer_type``, in the 5.x form."""
-    params = _get(config, "rope_parameters")
-    if params is None:  # transformers 4.x: rope_scaling and rope_theta beside each other
-        scaling = _get(config, "rope_scaling")
-        params = dict(scaling) if scaling is not None else {"rope_type": "default"}
-        theta = _get(config, "rope_theta")
-        if theta is not None:
-            params.setdefault("rope_theta", theta)
-    if not isinstance(params, Mapping):
-        raise TypeError(
-            f"config.rope_parameters must be a dict, got {type(params).__name__} {params!r:.60}"
-        )
+def _refuse_foreign_keys(config: Any, family: Family) -> None:
+    """Refuse a 4.x key of another family, which this one's code would not read."""
+    for key, owners in _OWN_KEYS.items():
+        value = _get(config, key)
+        if value is not None and key not in family.keys:
+            raise ValueError(
+                f"the config carries {key}={value!r}, a transformers 4.x key of the "
+                f"model types {', '.join(owners)}, but its model_type="
+                f"{_get(config, 'model_type')!r} reads no such key: give the model_type "
+                "of the family the config belongs to"
+            )
+    if family.fixed:
+        for key in ("rope_parameters", "rope_scaling", *_COMMON):
+            value = _get(config, key)
+            if value is not None:
+                raise ValueError(
+                    f"the config carries {key}={value!r:.60}, but the code of "
+                    f"model_type={family.name!r} fixes its rope parameters (base "
+                    f"{family.defaults[None, 'rope_theta']:g}, no scaling) and reads none"
+                )
+
+
+def _fill(sets: dict[str | None, dict[str, Any]], target: _Target, value: Any) -> None:
+    layer, key = target
+    for kind, params in sets.items():
+        if layer is None or kind == layer or kind is None:
+            params.setdefault(key, value)
+
+
+def _rope_parameters(config: Any, family: Family, layer_type: str | None) -> dict[str, Any]:
+    """The config's ``rope_parameters`` for ``layer_type``, in the 5.x form.
+
+    A 4.x config's ``rope_scaling``, ``rope_theta`` and the family's own keys are
+    moved in (the parameters' own values first, as Hugging Face's conversion
+    does), then the family's defaults.
+    """
+    name = "rope_parameters"
+    given = _get(config, name)
+    if given is None:  # transformers 4.x: rope_scaling and rope_theta beside each other
+        name = "rope_scaling"
+        given = _get(config, name)
+    if given is not None and not isinstance(given, Mapping):
+        raise TypeError(f"config.{name} must be a dict, got {type(given).__name__} {given!r:.60}")
+    params = {k: dict(v) if isinstance(v, Mapping) else v for k, v in (given or {}).items()}
     nested = [key for key, value in params.items() if isinstance(value, Mapping)]
+    if family.layer_types and not nested:  # a 4.x config of a per-layer-type family
+        params = {kind: params if kind == family.flat_layer else {} for kind in family.layer_types}
+        nested = list(family.layer_types)
+    sets: dict[str | None, dict[str, Any]] = (
+        {kind: params[kind] for kind in nested} if nested else {None: params}
+    )
+    found: dict[_Target, list[tuple[str, Any]]] = {}
+    for key, target in {**_COMMON, **family.keys}.items():
+        value = _get(config, key)
+        if value is not None:
+            found.setdefault(target, []).append((key, value))
+    for target, values in found.items():
+        if any(value != values[0][1] for _, value in values):
+            given_as = " and ".join(f"{key}={value!r}" for key, value in values)
+            raise ValueError(f"the config gives {target[1]} twice, as {given_as}: give one")
+        _fill(sets, target, values[0][1])
+    for target, value in family.defaults.items():
+        _fill(sets, target, value)
     if layer_type is not None:
         if not nested:
             raise ValueError(
@@ -144,19 +407,21 @@ def _rope_parameters(config: Any, layer_type: str | None) -> dict[str, Any]:
                 f"layer_type={layer_type!r} has no rope_parameters in the config; the "
                 f"layer types with some are {sorted(nested)}"
             )
-        params = params[layer_type]
-    elif nested:
+        return dict(params[layer_type])
+    if nested:
         raise ValueError(
             f"the config's rope_parameters are per layer type ({sorted(nested)}), as "
             "Gemma 3's and ModernBERT's: give layer_type=, one of them"
         )
-    return dict(params)
+    return params
 
 
 def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryEmbedding:
     """The :class:`~posenc.RotaryEmbedding` of a Hugging Face model config.
 
-    Reads, from a config object (``model.config``) or a dict with its fields:
+    The config is read as its family's (the :class:`Family` record of its
+    ``model_type`` in :data:`RECORDS`; a config of another type, or of none, as
+    Llama's). From a config object (``model.config``) or a dict with its fields:
 
     - the head size: ``head_dim``, else ``hidden_size // num_attention_heads``;
     - ``rope_parameters`` (transformers 5), or ``rope_scaling`` and
@@ -164,11 +429,24 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
       3 and ModernBERT carry them (``{"sliding_attention": {...},
       "full_attention": {...}}``), the set of ``layer_type``;
     - ``partial_rotary_factor`` (in ``rope_parameters`` or beside them);
+    - the family's own 4.x keys (:attr:`Family.keys`), moved into the
+      parameters as the family's config class converts them: GPT-NeoX's
+      ``rotary_emb_base`` and ``rotary_pct``, Gemma 3's
+      ``rope_local_base_freq`` (the sliding layers' base; ``rope_theta`` and
+      ``rope_scaling`` are the full layers'), GPT-J's ``rotary_dim``. A 4.x key
+      of another family is refused by name, and so is a value given twice;
+    - where a config has none, the family's defaults (:attr:`Family.defaults`):
+      the base (1e6 for Qwen2-VL and Qwen2.5-VL, 5e5 for Cohere and Qwen3-VL,
+      1e6 and 1e4 for Gemma 3's full and sliding layers, else 10000), a
+      ``partial_rotary_factor`` of 0.25 for GPT-NeoX and StableLM, a
+      ``rotary_dim`` of 64 for GPT-J;
     - ``max_position_embeddings`` and ``original_max_position_embeddings``,
-      copied into the scaling where it has none (the dynamic, YaRN and
-      LongRoPE formulas read them; Hugging Face takes them from the config);
-    - GPT-J (``model_type="gptj"``): ``rotary_dim`` of the head, the
-      interleaved layout, base 10000, as its code fixes them;
+      copied into the scaling (the dynamic, YaRN and LongRoPE formulas read
+      them; Hugging Face takes them from the config, and the trained length
+      beside the parameters wins over theirs, as Phi-3 keeps it);
+    - the layout of the family: interleaved pairs for GPT-J (whose code fixes
+      base 10000 and no scaling: a config that gives rope parameters is
+      refused) and Cohere, rotate-half for the others;
     - Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``model_type`` ``"qwen2_vl"``,
       ``"qwen2_5_vl"``, ``"qwen3_vl"``, ``"qwen3_vl_moe"`` or their ``_text``
       forms): multimodal RoPE, ``mrope_section`` from the rope parameters
@@ -192,13 +470,16 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
         layer_type: For per-layer-type parameters, which layer type.
 
     Returns:
-        The module, in the half layout (interleaved for GPT-J).
+        The module, in the family's layout.
 
     Raises:
-        TypeError: ``rope_parameters`` is not a dict.
+        TypeError: ``rope_parameters`` (or 4.x's ``rope_scaling``) is not a dict.
         ValueError: the head size cannot be read; ``layer_type`` is missing for
             per-layer-type parameters, or given for a config without them, or
-            names a type the config lacks; the parameters are refused by
+            names a type the config lacks; the config carries a 4.x key of
+            another family, gives one parameter under two keys with two values,
+            or gives GPT-J rope parameters; ``rotary_dim`` is not an int in
+            ``(0, head_dim]``; the parameters are refused by
             :func:`~posenc.rope_frequencies` (an ``mrope_section`` that does
             not sum to the rotated pairs among them).
 
@@ -221,9 +502,25 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
         ...         "mrope_section": [16, 24, 24]}}}
         >>> rotary_from_config(qwen2_vl)
         RotaryEmbedding(head_dim=128, max_len=4096, base=1e+06, mrope_section=[16, 24, 24])
+
+        A GPT-NeoX ``config.json`` of transformers 4.x, and a key of another family:
+
+        >>> rotary_from_config({"model_type": "gpt_neox", "hidden_size": 512,
+        ...                     "num_attention_heads": 8, "rotary_pct": 0.25,
+        ...                     "rotary_emb_base": 20000.0})
+        RotaryEmbedding(head_dim=64, max_len=4096, base=20000, rotary_dim=16)
+        >>> rotary_from_config({"model_type": "llama", "hidden_size": 512,
+        ...                     "num_attention_heads": 8, "rotary_emb_base": 20000.0})
+        Traceback (most recent call last):
+        ...
+        ValueError: the config carries rotary_emb_base=20000.0, a transformers 4.x key of ...
     """
     config = _text_config(config)
-    model_type = _get(config, "model_type")
+    return _rotary(config, _family(config), layer_type)
+
+
+def _rotary(config: Any, family: Family, layer_type: str | None) -> RotaryEmbedding:
+    """:func:`rotary_from_config` of a text config, read as ``family``'s."""
     heads = _first(config, "num_attention_heads", "n_head")
     hidden = _first(config, "hidden_size", "n_embd")
     head_dim = _get(config, "head_dim")
@@ -237,55 +534,82 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
         )
     max_positions = _first(config, "max_position_embeddings", "n_positions")
     max_len = _MAX_LEN if not isinstance(max_positions, int) else min(max_positions, _MAX_LEN)
-    layout: RotaryLayout = "half"
-    if model_type == "gptj":
-        rotary_dim = _get(config, "rotary_dim") or head_dim
-        scaling: dict[str, Any] = {"rope_type": "default"}
-        if rotary_dim != head_dim:
-            scaling["partial_rotary_factor"] = rotary_dim / head_dim
-        return RotaryEmbedding(
-            head_dim, layout="interleaved", scaling=scaling, max_len=max(max_len, 1)
-        )
-    scaling = _rope_parameters(config, layer_type)
-    base = float(scaling.get("rope_theta") or _get(config, "rope_theta") or 10_000.0)
-    scaling.setdefault("rope_type", scaling.pop("type", "default"))
-    if scaling["rope_type"] == "mrope":  # Qwen2-VL's 4.x name for default frequencies
-        scaling["rope_type"] = "default"
-    family = _mrope_family(model_type)
-    if family is not None:  # as the model's text rotary: its default section, its form
-        section, interleaved = _MROPE[family]
+    _refuse_foreign_keys(config, family)
+    scaling = _rope_parameters(config, family, layer_type)
+    base = float(scaling.get("rope_theta") or 10_000.0)
+    rope_type = scaling.pop("type", "default")
+    rope_type = scaling.setdefault("rope_type", rope_type)
+    scaling["rope_type"] = family.type_aliases.get(rope_type, rope_type)
+    if family.mrope is not None:  # as the model's text rotary: its default section, its form
+        section, interleaved = family.mrope
         scaling.setdefault("mrope_section", list(section))
         scaling["mrope_interleaved"] = interleaved
-    fraction = _first(config, "partial_rotary_factor", "rotary_pct")
-    if "partial_rotary_factor" not in scaling and fraction is not None:
-        scaling["partial_rotary_factor"] = fraction
+    if "rotary_dim" in scaling:  # GPT-J: the features rotated, the first ones
+        rotary_dim = scaling.pop("rotary_dim")
+        if not isinstance(rotary_dim, int) or not 0 < rotary_dim <= head_dim:
+            raise ValueError(
+                f"config.rotary_dim must be an int in (0, head_dim={head_dim}], got {rotary_dim!r}"
+            )
+        if rotary_dim != head_dim:
+            scaling["partial_rotary_factor"] = rotary_dim / head_dim
     if isinstance(max_positions, int):
         scaling.setdefault("max_position_embeddings", max_positions)
     original = _get(config, "original_max_position_embeddings")
     if scaling["rope_type"] in ("yarn", "longrope", "llama3") and original is not None:
-        scaling.setdefault("original_max_position_embeddings", original)
+        # beside the parameters it wins, as in Hugging Face's conversion (Phi-3 keeps it there)
+        scaling["original_max_position_embeddings"] = original
     scaling["rope_theta"] = base
-    return RotaryEmbedding(head_dim, base=base, layout=layout, scaling=scaling, max_len=max_len)
+    return RotaryEmbedding(
+        head_dim, base=base, layout=family.layout, scaling=scaling, max_len=max(max_len, 1)
+    )
+
+
+def _widened(cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+
+
+def _repeated(cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    return cos.repeat_interleave(2, dim=-1), sin.repeat_interleave(2, dim=-1)
+
+
+def _sin_cos(cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    return sin, cos
+
+
+# The tables of each form, from posenc's one value per pair.
+_FORMS: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = {
+    "widened": _widened,
+    "repeated": _repeated,
+    "gptj": _sin_cos,
+}
 
 
 class HFRotaryEmbedding(nn.Module):
     """A Hugging Face model's ``rotary_emb``, with posenc's tables.
 
-    ``forward(x, position_ids) -> (cos, sin)`` as the models' rotary modules:
-    one value per feature (each pair's value at both of its features, the
-    tables Hugging Face's ``apply_rotary_pos_emb`` takes), times the attention
-    factor, in ``x.dtype`` on ``x.device``, for ``(1, L)`` and ``(B, L)``
-    position ids. The values are computed from float64 phases and rounded once
-    to ``x.dtype`` (:meth:`posenc.RotaryEmbedding.cos_sin`), so a bf16 table is
-    as exact as bf16 allows at any position, and a float32 one at position
-    :math:`10^6` as at 0. With ``form="gptj"`` it returns ``(sin, cos)``, one
-    value per pair, as GPT-J's module does. With several layer types
-    (Gemma 3), ``forward(x, position_ids, layer_type)``. With multimodal RoPE
-    (a ``rotary`` built with ``mrope_section``: Qwen2-VL, Qwen2.5-VL, Qwen3-VL),
-    ``(3, B, L)`` position ids, t, h and w, as the Qwen-VL text models pass
-    them (``(B, L)`` text positions count on every axis), and each pair's value
-    is that of its axis, chunked or interleaved: the tables the models'
-    ``apply_rotary_pos_emb`` takes from their own text rotary.
+    ``forward(x, position_ids) -> (cos, sin)`` as the models' rotary modules,
+    in ``x.dtype`` on ``x.device``, for ``(1, L)`` and ``(B, L)`` position ids,
+    times the attention factor. The values are computed from float64 phases and
+    rounded once to ``x.dtype`` (:meth:`posenc.RotaryEmbedding.cos_sin`), so a
+    bf16 table is as exact as bf16 allows at any position, and a float32 one at
+    position :math:`10^6` as at 0.
+
+    ``form`` says how the tables hold posenc's one value per pair, as the
+    family's ``apply_rotary_pos_emb`` takes them:
+
+    - ``"widened"`` (Llama and most models, rotate-half): each pair's value at
+      both of its features, ``k`` and ``k + h``: ``cat((cos, cos), -1)``;
+    - ``"repeated"`` (Cohere, interleaved pairs): at features ``2k`` and
+      ``2k + 1``: ``cos.repeat_interleave(2, -1)``;
+    - ``"gptj"``: ``(sin, cos)``, one value per pair, as GPT-J's module returns.
+
+    With several layer types (Gemma 3), ``forward(x, position_ids,
+    layer_type)``. With multimodal RoPE (a ``rotary`` built with
+    ``mrope_section``: Qwen2-VL, Qwen2.5-VL, Qwen3-VL), ``(3, B, L)`` position
+    ids, t, h and w, as the Qwen-VL text models pass them (``(B, L)`` text
+    positions count on every axis), and each pair's value is that of its axis,
+    chunked or interleaved: the tables the models' ``apply_rotary_pos_emb``
+    takes from their own text rotary.
 
     While :func:`exact_rotation` is active, the tables of a bfloat16 or float16
     ``x`` come in float32 instead, for the patched ``apply_rotary_pos_emb`` to
@@ -293,12 +617,20 @@ class HFRotaryEmbedding(nn.Module):
 
     Args:
         rotary: The :class:`~posenc.RotaryEmbedding`, or one per layer type.
-        form: ``"widened"`` (Llama and most models) or ``"gptj"``.
+        form: ``"widened"``, ``"repeated"`` or ``"gptj"``.
+        table_dtype: The tables' dtype whatever ``x``'s (OLMo 2's module returns
+            float32 tables); None: ``x.dtype``.
 
     Attributes:
         rotary: The module, or a ``torch.nn.ModuleDict`` of them, one per layer type.
+        form: The form of the tables.
+        table_dtype: Their dtype, or None for the input's.
         exact: Whether half-precision inputs get float32 tables (set by
             :func:`exact_rotation`).
+
+    Raises:
+        ValueError: ``form`` is not one of the three.
+        TypeError: ``table_dtype`` is not a floating dtype.
 
     Shapes:
         - x: any tensor; only its dtype and device are read
@@ -307,6 +639,7 @@ class HFRotaryEmbedding(nn.Module):
         - output: ``(B, L, rotary_dim)`` each (``(B, L, rotary_dim / 2)`` for GPT-J)
 
     Example:
+        >>> import torch
         >>> from posenc import RotaryEmbedding
         >>> emb = HFRotaryEmbedding(RotaryEmbedding(8, base=500_000.0))
         >>> x = torch.zeros(1, 3, 32, dtype=torch.bfloat16)
@@ -315,26 +648,40 @@ class HFRotaryEmbedding(nn.Module):
         (torch.Size([1, 3, 8]), torch.bfloat16)
         >>> torch.equal(cos[..., :4], cos[..., 4:])          # widened: both halves
         True
+        >>> pairs = HFRotaryEmbedding(RotaryEmbedding(8, layout="interleaved"),
+        ...                           form="repeated")
+        >>> cos, _ = pairs(x, torch.tensor([[0, 1, 1_000_000]]))
+        >>> torch.equal(cos[..., 0::2], cos[..., 1::2])      # repeated: 2k and 2k + 1
+        True
     """
 
     def __init__(
         self,
         rotary: RotaryEmbedding | Mapping[str, RotaryEmbedding],
         *,
-        form: Literal["widened", "gptj"] = "widened",
+        form: Literal["widened", "repeated", "gptj"] = "widened",
+        table_dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        if form not in ("widened", "gptj"):
-            raise ValueError(f"form must be 'widened' or 'gptj', got {form!r}")
+        if form not in _FORMS:
+            raise ValueError(f"form must be one of {', '.join(map(repr, _FORMS))}, got {form!r}")
+        if table_dtype is not None and (
+            not isinstance(table_dtype, torch.dtype) or not table_dtype.is_floating_point
+        ):
+            raise TypeError(
+                f"table_dtype must be a floating torch.dtype or None, got {table_dtype!r}"
+            )
         self.rotary: RotaryEmbedding | nn.ModuleDict = (
             rotary if isinstance(rotary, RotaryEmbedding) else nn.ModuleDict(dict(rotary))
         )
-        self.form: Literal["widened", "gptj"] = form
+        self.form: _TableForm = form
+        self.table_dtype: torch.dtype | None = table_dtype
         self.exact: bool = False
 
     def extra_repr(self) -> str:
-        """The form, shown in the module's repr."""
-        return f"form={self.form!r}"
+        """The form (and a fixed table dtype), shown in the module's repr."""
+        dtype = "" if self.table_dtype is None else f", table_dtype={self.table_dtype}"
+        return f"form={self.form!r}{dtype}"
 
     def forward(
         self, x: Tensor, position_ids: Tensor, layer_type: str | None = None
@@ -376,16 +723,14 @@ class HFRotaryEmbedding(nn.Module):
                 f"position_ids must be a (B, L) or (1, L) integer tensor, got "
                 f"{type(position_ids).__name__} of shape {shape}"
             )
-        dtype = x.dtype
+        dtype = x.dtype if self.table_dtype is None else self.table_dtype
         if self.exact and dtype in (torch.bfloat16, torch.float16):
             dtype = torch.float32
         batch, length = position_ids.shape[-2:]
         cos, sin = rotary.cos_sin(
             length, positions=position_ids, batch=batch, dtype=dtype, device=x.device
         )
-        if self.form == "gptj":
-            return sin, cos
-        return torch.cat((cos, cos), dim=-1), torch.cat((sin, sin), dim=-1)
+        return _FORMS[self.form](cos, sin)
 
     def _rotary(self, layer_type: str | None) -> RotaryEmbedding:
         if isinstance(self.rotary, RotaryEmbedding):
@@ -400,46 +745,38 @@ class HFRotaryEmbedding(nn.Module):
         return rotary
 
 
-def _model_type(model: nn.Module) -> str | None:
+def _check_supported(model: nn.Module, what: str) -> Family:
+    """The record of a model's family; TypeError naming it and the families if none."""
     config = getattr(model, "config", None)
-    value = _get(config, "model_type") if config is not None else None
-    return value if isinstance(value, str) else None
-
-
-def _is_rotary(module: nn.Module) -> bool:
-    """A ``transformers`` rotary module (by its class: none is imported here)."""
-    cls = type(module)
-    return (
-        cls.__module__.startswith("transformers.")
-        and cls.__name__.endswith("RotaryEmbedding")
-        and "Vision" not in cls.__name__  # the Qwen-VL vision towers': left as they are
-    )
-
-
-def _check_supported(model: nn.Module, what: str) -> str:
-    name = type(model).__name__
-    model_type = _model_type(model)
-    if model_type not in FAMILIES:
+    model_type = _get(config, "model_type") if config is not None else None
+    family = _BY_TYPE.get(model_type) if isinstance(model_type, str) else None
+    if family is None:
         raise TypeError(
-            f"{what} does not support {name} (model_type={model_type!r}); it patches the "
-            f"model types {', '.join(FAMILIES)}"
+            f"{what} does not support {type(model).__name__} (model_type={model_type!r}); "
+            f"it patches the model types {', '.join(FAMILIES)}"
         )
-    return model_type
+    return family
 
 
-def _replacement(module: nn.Module, model: nn.Module, model_type: str) -> HFRotaryEmbedding:
-    config = getattr(module, "config", None) or getattr(model, "config", None)
-    if model_type == "gptj":
-        return HFRotaryEmbedding(rotary_from_config(config), form="gptj")
+def _is_rotary(module: nn.Module, family: Family) -> bool:
+    """The family's text rotary module (by its class: none is imported here)."""
+    cls = type(module)
+    return cls.__module__.startswith("transformers.") and cls.__name__ in family.rotary_classes
+
+
+def _replacement(module: nn.Module, model: nn.Module, family: Family) -> HFRotaryEmbedding:
+    config = _text_config(getattr(module, "config", None) or getattr(model, "config", None))
     layer_types = getattr(module, "layer_types", None)
+    rotary: RotaryEmbedding | dict[str, RotaryEmbedding]
     if layer_types:  # one table per layer type (Gemma 3)
-        ropes = {
-            kind: rotary_from_config(config, layer_type=kind)
+        rotary = {
+            kind: _rotary(config, family, kind)
             for kind in layer_types
             if _rope_parameters_for(config, kind)
         }
-        return HFRotaryEmbedding(ropes)
-    return HFRotaryEmbedding(rotary_from_config(config))
+    else:
+        rotary = _rotary(config, family, None)
+    return HFRotaryEmbedding(rotary, form=family.form, table_dtype=family.table_dtype)
 
 
 def _rope_parameters_for(config: Any, layer_type: str) -> bool:
@@ -459,20 +796,22 @@ def patch_rotary(model: nn.Module) -> nn.Module:
     Each ``rotary_emb`` becomes an :class:`HFRotaryEmbedding` built from the
     rotary module's config (:func:`rotary_from_config`), on the device and in
     the dtype of the model: the model computes its tables from float64 phases,
-    rounded once to the activations' dtype. Nothing else changes: Hugging
+    rounded once to the activations' dtype. The model itself is changed and
+    returned (copy it first to keep the original). Nothing else changes: Hugging
     Face's ``apply_rotary_pos_emb`` still rotates (see :func:`exact_rotation`
     for posenc's rotation too), the weights and the state dict are the same
     (the tables are never saved). Calling it again on a patched model
     changes nothing.
 
-    Supported ``model_type`` values: :data:`FAMILIES` (Llama, Mistral, Qwen2,
-    Qwen3, Gemma, Gemma 2, Gemma 3 per layer type, Phi-3 with LongRoPE,
-    GPT-NeoX with partial rotary, GPT-J interleaved; Qwen2-VL, Qwen2.5-VL and
-    Qwen3-VL, with Qwen3-VL-MoE, multimodal RoPE on ``(3, B, L)`` position
-    ids, whole models or their text models). In the Qwen-VL models only the
-    language model's rotary is replaced: the vision tower's (2-D, on patch
-    coordinates of a few hundred at most, where float32 phases are exact to
-    about :math:`10^{-5}`) stays Hugging Face's.
+    Supported ``model_type`` values: :data:`FAMILIES`, one :class:`Family` record
+    each in :data:`RECORDS` (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma
+    3 per layer type, Phi-3 with LongRoPE, GPT-NeoX and StableLM with partial
+    rotary, GPT-J and Cohere with interleaved pairs, OLMo 2, Granite,
+    Starcoder2; Qwen2-VL, Qwen2.5-VL and Qwen3-VL, with Qwen3-VL-MoE, multimodal
+    RoPE on ``(3, B, L)`` position ids, whole models or their text models). In
+    the Qwen-VL models only the language model's rotary is replaced: the vision
+    tower's (2-D, on patch coordinates of a few hundred at most, where float32
+    phases are exact to about :math:`10^{-5}`) stays Hugging Face's.
 
     Args:
         model: A model of a supported family, e.g. ``LlamaForCausalLM``.
@@ -484,59 +823,54 @@ def patch_rotary(model: nn.Module) -> nn.Module:
         TypeError: the model is not of a supported family (the message names
             it and the families), or it has no rotary module.
     """
-    model_type = _check_supported(model, "patch_rotary")
+    family = _check_supported(model, "patch_rotary")
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    found = [(n, m) for n, m in model.named_modules() if _is_rotary(m)]
+    found = [(n, m) for n, m in model.named_modules() if _is_rotary(m, family)]
     already = any(isinstance(m, HFRotaryEmbedding) for m in model.modules())
     if not found and not already:
         raise TypeError(
             f"patch_rotary found no rotary module in {type(model).__name__} "
-            f"(model_type={model_type!r})"
+            f"(model_type={_get(model.config, 'model_type')!r}; its rotary classes: "
+            f"{', '.join(family.rotary_classes)})"
         )
     for name, module in found:
-        _place(model, name, _replacement(module, model, model_type).to(device))
+        _place(model, name, _replacement(module, model, family).to(device))
     return model
 
 
 # -- The rotation, patched at module level: explicit and reversible ------------------------
 
 
-def _half_rotation(
-    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
-) -> tuple[Tensor, Tensor]:
-    """Hugging Face's ``apply_rotary_pos_emb`` (rotate-half), rotated by posenc."""
-    h = cos.shape[-1] // 2
-    c, s = cos.unsqueeze(unsqueeze_dim)[..., :h], sin.unsqueeze(unsqueeze_dim)[..., :h]
-    return apply_rotary(q, c, s), apply_rotary(k, c, s)
-
-
-def _gptj_rotation(tensor: Tensor, sin: Tensor, cos: Tensor) -> Tensor:
-    """GPT-J's ``apply_rotary_pos_emb`` ((B, L, H, D), one value per pair), by posenc."""
-    return apply_rotary(tensor, cos[:, :, None], sin[:, :, None], layout="interleaved")
-
-
 class ExactRotation:
     """The handle :func:`exact_rotation` returns: :meth:`undo` restores what it changed.
 
-    Also a context manager: ``with exact_rotation(model): ...`` undoes on exit.
+    Also a context manager: ``with exact_rotation(model): ...`` undoes on exit. It
+    holds the model's :class:`HFRotaryEmbedding` modules, the modeling modules
+    whose rotation function it replaced, and which function that is (the
+    :class:`Rotation` of the family's record).
     """
 
-    def __init__(self, modules: list[HFRotaryEmbedding], functions: list[ModuleType]) -> None:
+    def __init__(
+        self,
+        modules: list[HFRotaryEmbedding],
+        functions: list[ModuleType],
+        rotation: Rotation = _HALF,
+    ) -> None:
         self._modules = modules
-        self._saved = [(m, getattr(m, "apply_rotary_pos_emb")) for m in functions]  # noqa: B009
+        self._name = rotation.name
+        self._saved = [(m, getattr(m, rotation.name)) for m in functions]
         self.active: bool = True
         for module in modules:
             module.exact = True
         for namespace in functions:
-            gptj = namespace.__name__.endswith(".gptj.modeling_gptj")
-            setattr(namespace, "apply_rotary_pos_emb", _gptj_rotation if gptj else _half_rotation)  # noqa: B010
+            setattr(namespace, rotation.name, rotation.exact)
 
     def undo(self) -> None:
         """Restore the functions and the modules' dtype rule; twice is harmless."""
         if not self.active:
             return
         for namespace, function in reversed(self._saved):
-            setattr(namespace, "apply_rotary_pos_emb", function)  # noqa: B010
+            setattr(namespace, self._name, function)
         for module in self._modules:
             module.exact = False
         self.active = False
@@ -558,13 +892,13 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
 
     After :func:`patch_rotary` the tables are exact, but Hugging Face's
     ``apply_rotary_pos_emb`` multiplies a bf16 query by bf16 tables and adds
-    the products in bf16: three roundings. This replaces that function, in the
-    modeling module of the model's family, by one that calls
-    :func:`posenc.apply_rotary` (float32 arithmetic on float32 tables, one
-    rounding to the query's dtype), and makes the model's
-    :class:`HFRotaryEmbedding` modules give float32 tables to half-precision
-    inputs. Float32 and float64 models compute the same either way but for
-    rounding order.
+    the products in bf16: three roundings. This replaces that function (the
+    :class:`Rotation` of the family's record), in the modeling module of the
+    model's family, by one that calls :func:`posenc.apply_rotary` (float32
+    arithmetic on float32 tables, one rounding to the query's dtype), and makes
+    the model's :class:`HFRotaryEmbedding` modules give float32 tables to
+    half-precision inputs. Float32 and float64 models compute the same either
+    way but for rounding order.
 
     The function is module-level: while active, every model of that family in
     the process uses it (with its own tables it computes what Hugging Face's
@@ -580,12 +914,12 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
     Raises:
         TypeError: the model is not of a supported family, or not patched.
     """
-    model_type = _check_supported(model, "exact_rotation")
+    family = _check_supported(model, "exact_rotation")
     modules = [m for m in model.modules() if isinstance(m, HFRotaryEmbedding)]
     if not modules:
         raise TypeError(
-            f"exact_rotation needs a model patched by patch_rotary: "
-            f"{type(model).__name__} (model_type={model_type!r}) has no HFRotaryEmbedding"
+            f"exact_rotation needs a model patched by patch_rotary: {type(model).__name__} "
+            f"(model_type={_get(model.config, 'model_type')!r}) has no HFRotaryEmbedding"
         )
     namespaces: dict[str, ModuleType] = {}
     for module in model.modules():
@@ -593,7 +927,7 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
         if (
             namespace is not None
             and namespace.__name__.startswith("transformers.models.")
-            and callable(getattr(namespace, "apply_rotary_pos_emb", None))
+            and callable(getattr(namespace, family.rotation.name, None))
         ):
             namespaces[namespace.__name__] = namespace
-    return ExactRotation(modules, list(namespaces.values()))
+    return ExactRotation(modules, list(namespaces.values()), family.rotation)

@@ -25,7 +25,13 @@ from posenc import (
     apply_rotary,
     sinusoidal_table,
 )
-from posenc.hf import HFRotaryEmbedding, exact_rotation, patch_rotary, rotary_from_config
+from posenc.hf import (
+    RECORDS,
+    HFRotaryEmbedding,
+    exact_rotation,
+    patch_rotary,
+    rotary_from_config,
+)
 
 Report = Callable[[str], None]
 VOCAB, LENGTH, FAR = 128, 24, 10**6
@@ -61,75 +67,82 @@ def _longrope() -> dict[str, Any]:
     }
 
 
-def family_config(name: str) -> Any:
-    import transformers as t
-
-    gemma = {"head_dim": 16, "hidden_activation": "gelu_pytorch_tanh"}
-    if name == "llama":
-        return t.LlamaConfig(**TINY)
-    if name == "llama3":
-        llama3 = {
-            "rope_type": "llama3",
-            "rope_theta": 500_000.0,
-            "factor": 8.0,
-            "low_freq_factor": 1.0,
-            "high_freq_factor": 4.0,
-            "original_max_position_embeddings": 512,
-        }
-        return t.LlamaConfig(**TINY, rope_parameters=llama3)
-    if name == "mistral":
-        return t.MistralConfig(**TINY, head_dim=16, sliding_window=None)
-    if name == "qwen2":
-        return t.Qwen2Config(**TINY)
-    if name == "qwen3":
-        return t.Qwen3Config(**TINY, head_dim=16)
-    if name == "gemma":
-        return t.GemmaConfig(**TINY, **gemma)
-    if name == "gemma2":
-        return t.Gemma2Config(**TINY, **gemma, sliding_window=4096)
-    if name == "gemma3":
-        per_type = {
+#: In SETTINGS: a field of TINY the config class does not take.
+DROP: Any = object()
+_GEMMA = {"head_dim": 16, "hidden_activation": "gelu_pytorch_tanh"}
+#: What a record's tiny model needs beside TINY (its config class's own names, a
+#: scaling worth testing); a record not named here is built from TINY alone.
+SETTINGS: dict[str, dict[str, Any]] = {
+    "mistral": {"head_dim": 16, "sliding_window": None},
+    "qwen3": {"head_dim": 16},
+    "gemma": _GEMMA,
+    "gemma2": {**_GEMMA, "sliding_window": 4096},
+    "gemma3": {
+        **_GEMMA,
+        "model_type": "gemma3_text",
+        "sliding_window": 4096,
+        "rope_parameters": {
             "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
             "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
-        }
-        return t.Gemma3TextConfig(
-            **TINY,
-            **gemma,
-            sliding_window=4096,
-            rope_parameters=per_type,
-            layer_types=["sliding_attention", "full_attention"],
-        )
-    if name == "phi3":
-        return t.Phi3Config(**TINY, rope_parameters=_longrope(), pad_token_id=0)
-    if name == "gpt_neox":
-        neox = {k: v for k, v in TINY.items() if k != "num_key_value_heads"}
-        return t.GPTNeoXConfig(
-            **neox,
-            rope_parameters={
-                "rope_type": "default",
-                "rope_theta": 10_000.0,
-                "partial_rotary_factor": 0.25,
-            },
-        )
+        },
+        "layer_types": ["sliding_attention", "full_attention"],
+    },
+    "phi3": {"rope_parameters": _longrope(), "pad_token_id": 0},
+    "gpt_neox": {
+        "num_key_value_heads": DROP,
+        "rope_parameters": {
+            "rope_type": "default",
+            "rope_theta": 10_000.0,
+            "partial_rotary_factor": 0.25,
+        },
+    },
+    "gptj": {
+        "num_key_value_heads": DROP,
+        "intermediate_size": DROP,
+        "max_position_embeddings": DROP,
+        "rotary_dim": 8,
+        "n_positions": FAR + LENGTH,
+        "n_inner": 128,
+    },
+    "stablelm": {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}},
+}
+#: Cases beside the records: a record's model under another scaling.
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama3": (
+        "llama",
+        {
+            "rope_parameters": {
+                "rope_type": "llama3",
+                "rope_theta": 500_000.0,
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 512,
+            }
+        },
+    ),
+}
+
+
+def family_config(name: str) -> Any:
+    from transformers import AutoConfig
+
     if name in MULTIMODAL:
         return multimodal_config(name)
-    if name == "gptj":
-        return t.GPTJConfig(
-            n_embd=64,
-            n_layer=2,
-            n_head=4,
-            rotary_dim=8,
-            vocab_size=VOCAB,
-            n_positions=FAR + LENGTH,
-            n_inner=128,
-        )
-    raise AssertionError(name)
+    record, settings = VARIANTS.get(name, (name, SETTINGS.get(name, {})))
+    fields = {**TINY, **_NO_SPECIAL_TOKENS, **settings}
+    model_type = fields.pop("model_type", RECORDS[record].model_types[0])
+    fields = {key: value for key, value in fields.items() if value is not DROP}
+    return AutoConfig.for_model(model_type, **fields)
 
 
 # Qwen-VL: whole models (vision tower and language model) built from configs; the text
 # model's head is 16 = 8 pairs, on the t, h and w sections of M-RoPE.
-MULTIMODAL = ["qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
-_TEXT = {**TINY, "bos_token_id": None, "eos_token_id": None}
+MULTIMODAL = [name for name, family in RECORDS.items() if family.mrope is not None]
+#: The records of one position axis, and their variants: the 1-D cases.
+ONE_AXIS = [name for name, family in RECORDS.items() if family.mrope is None] + list(VARIANTS)
+_NO_SPECIAL_TOKENS = {"bos_token_id": None, "eos_token_id": None, "pad_token_id": None}
+_TEXT = {**TINY, **_NO_SPECIAL_TOKENS}
 _CHUNKED = {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [2, 3, 3]}
 _INTERLEAVED = {
     "rope_type": "default",
@@ -137,6 +150,7 @@ _INTERLEAVED = {
     "mrope_section": [3, 3, 2],
     "mrope_interleaved": True,
 }
+_MOE = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32}
 
 
 def multimodal_config(name: str) -> Any:
@@ -153,26 +167,15 @@ def multimodal_config(name: str) -> Any:
         return t.Qwen2_5_VLConfig(
             text_config={**_TEXT, "rope_parameters": _CHUNKED}, vision_config=small
         )
+    text = {**_TEXT, "head_dim": 16, "rope_parameters": _INTERLEAVED}
+    vision = {**small, "num_position_embeddings": 16}
     if name == "qwen3_vl":
-        text = {**_TEXT, "head_dim": 16, "rope_parameters": _INTERLEAVED}
-        vision = {**small, "num_position_embeddings": 16}
         return t.Qwen3VLConfig(text_config=text, vision_config=vision)
+    if name == "qwen3_vl_moe":
+        return t.Qwen3VLMoeConfig(text_config={**text, **_MOE}, vision_config=vision)
     raise AssertionError(name)
 
 
-FAMILIES = [
-    "llama",
-    "llama3",
-    "mistral",
-    "qwen2",
-    "qwen3",
-    "gemma",
-    "gemma2",
-    "gemma3",
-    "phi3",
-    "gpt_neox",
-    "gptj",
-]
 _MODELS: dict[tuple[str, bool], torch.nn.Module] = {}
 
 
@@ -189,6 +192,7 @@ def model_of(name: str, sharp: bool = False) -> torch.nn.Module:
         torch.manual_seed(0)
         config = family_config(name)
         config._attn_implementation = "eager"
+        config._experts_implementation = "eager"  # grouped_mm takes no float64
         if sharp:
             config.get_text_config().initializer_range = 0.2
         auto = AutoModelForImageTextToText if name in MULTIMODAL else AutoModelForCausalLM
@@ -230,7 +234,7 @@ def err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max())
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", ONE_AXIS)
 def test_patch_rotary_replaces_every_rotary_module(name: str) -> None:
     model = patched(name)
     mine = [m for m in model.modules() if isinstance(m, HFRotaryEmbedding)]
@@ -241,25 +245,28 @@ def test_patch_rotary_replaces_every_rotary_module(name: str) -> None:
     assert model.state_dict().keys() == model_of(name).state_dict().keys()
 
 
-@pytest.mark.parametrize("name", [f for f in FAMILIES if f != "gptj"])
+@pytest.mark.parametrize("name", ONE_AXIS)
 def test_tables_equal_the_peer_modules_near_position_zero(name: str) -> None:
-    # The convention (frequencies, attention factor, partial rotary, layer types) against
-    # the model's own rotary module, where its float32 phases are still exact enough.
+    # The convention (frequencies, attention factor, partial rotary, layer types, the
+    # record's table form) against the model's own rotary module, where its float32
+    # phases are still exact enough; and the tables' dtype for a bf16 input.
     model = model_of(name)
     (theirs,) = [m for m in model.modules() if hf_rotary(m)]
     mine = patched(name)
     (ours,) = [m for m in mine.modules() if isinstance(m, HFRotaryEmbedding)]
-    x = torch.zeros(1, dtype=torch.float32)
     position_ids = torch.stack((torch.arange(64), torch.arange(64) + 200))
     kinds = [None] if isinstance(ours.rotary, RotaryEmbedding) else sorted(ours.rotary)
     for kind in kinds:
         extra = () if kind is None else (kind,)
-        for a, b in zip(
-            ours(x, position_ids, *extra), theirs(x, position_ids, *extra), strict=True
-        ):
-            assert a.shape == b.shape
-            assert a.dtype == b.dtype
-            torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
+        for dtype in (torch.float32, torch.bfloat16):
+            x = torch.zeros(1, dtype=dtype)
+            for a, b in zip(
+                ours(x, position_ids, *extra), theirs(x, position_ids, *extra), strict=True
+            ):
+                assert a.shape == b.shape
+                assert a.dtype == b.dtype
+                atol = 2e-5 if dtype == torch.float32 else 2**-8  # bf16: one rounding each
+                torch.testing.assert_close(a.float(), b.float(), rtol=0, atol=atol)
 
 
 def test_gptj_tables_equal_its_module() -> None:
@@ -274,7 +281,7 @@ def test_gptj_tables_equal_its_module() -> None:
         torch.testing.assert_close(a, b, rtol=0, atol=2e-5)
 
 
-@pytest.mark.parametrize("name", FAMILIES)
+@pytest.mark.parametrize("name", ONE_AXIS)
 def test_float32_logits_agree_below_4096_and_improve_at_a_million(
     name: str, peer_report: Report
 ) -> None:
@@ -403,7 +410,7 @@ def test_qwen_vl_float32_logits_agree_below_4096_and_improve_at_a_million(
     )
 
 
-@pytest.mark.parametrize("name", ["llama", "gemma3", "gpt_neox", "gptj", "qwen3_vl"])
+@pytest.mark.parametrize("name", ONE_AXIS + MULTIMODAL)
 def test_greedy_generation_with_a_cache_gives_the_same_tokens(name: str) -> None:
     model, mine = model_of(name), patched(name)
     prompt = ids()[:1, :8]
@@ -415,19 +422,22 @@ def test_greedy_generation_with_a_cache_gives_the_same_tokens(name: str) -> None
     assert torch.equal(ours, theirs)
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt_neox", "gptj", "qwen2_vl"])
+@pytest.mark.parametrize("name", ONE_AXIS + MULTIMODAL)
 def test_exact_rotation_is_reversible_and_measured(name: str, peer_report: Report) -> None:
     import sys
 
+    family = RECORDS[VARIANTS.get(name, (name,))[0]]
     mine, tokens = patched(name, sharp=True), ids()
     namespace = sys.modules[type(mine).__module__]
-    before = namespace.apply_rotary_pos_emb
+    before = getattr(namespace, family.rotation.name)
     exact = {s: logits(mine, tokens, s, torch.float64) for s in (0, FAR)}
     plain = {s: err(logits(mine, tokens, s, torch.bfloat16), exact[s]) for s in exact}
     f32 = logits(mine, tokens, FAR, torch.float32)
     # The rotation of one layer's queries, bf16 at 10**6, against float64.
-    rope = rotary_from_config(mine.config)
     (module,) = [m for m in mine.modules() if isinstance(m, HFRotaryEmbedding)]
+    kind = None if isinstance(module.rotary, RotaryEmbedding) else sorted(module.rotary)[0]
+    rope = module._rotary(kind)
+    extra = () if kind is None else (kind,)
     q = torch.randn(2, LENGTH, 4, rope.head_dim, generator=torch.Generator().manual_seed(4))
     q = q.bfloat16()  # (B, L, H, D)
     position_ids = torch.arange(FAR, FAR + LENGTH)[None].expand(2, -1)
@@ -435,35 +445,100 @@ def test_exact_rotation_is_reversible_and_measured(name: str, peer_report: Repor
     truth = apply_rotary(
         q.double(), cos[:, :, None], sin[:, :, None], layout=rope.layout
     ).transpose(1, 2)
+    rot = rope.rotary_dim  # partial rotary: the attention passes the rotated part only
 
     def rotated(function: Callable[..., Any], tables: tuple[torch.Tensor, ...]) -> torch.Tensor:
-        if name == "gptj":  # (B, L, H, D), one value per pair, (sin, cos)
-            rot = 2 * tables[0].shape[-1]
+        if family.form == "gptj":  # (B, L, H, D), one value per pair, (sin, cos)
             y = function(q[..., :rot], *tables)
             return torch.cat((y, q[..., rot:]), -1).transpose(1, 2)
-        return function(q.transpose(1, 2), q.transpose(1, 2), *tables)[0]
+        part = q[..., :rot].transpose(1, 2)
+        y = function(part, part, *tables)[0]
+        return torch.cat((y, q[..., rot:].transpose(1, 2)), -1)
 
-    hf_three = err(rotated(before, module(q, position_ids)).double(), truth)
+    hf_three = err(rotated(before, module(q, position_ids, *extra)).double(), truth)
     with exact_rotation(mine) as handle:
-        assert namespace.apply_rotary_pos_emb is not before
-        torch.testing.assert_close(
-            logits(mine, tokens, FAR, torch.float32), f32, rtol=0, atol=1e-5
-        )
-        tables = module(q, position_ids)
+        assert getattr(namespace, family.rotation.name) is family.rotation.exact
+        # float32: the same logits but for rounding order, within the float32 error
+        # the model has anyway (1e-5 where that is smaller).
+        bound = max(1e-5, err(f32, exact[FAR]))
+        assert err(logits(mine, tokens, FAR, torch.float32), f32) <= bound
+        tables = module(q, position_ids, *extra)
         assert tables[0].dtype == torch.float32  # bf16 input, float32 tables
-        once = err(rotated(namespace.apply_rotary_pos_emb, tables).double(), truth)
+        once = err(rotated(getattr(namespace, family.rotation.name), tables).double(), truth)
         one = {s: err(logits(mine, tokens, s, torch.bfloat16), exact[s]) for s in exact}
-    assert namespace.apply_rotary_pos_emb is before
+    assert getattr(namespace, family.rotation.name) is before
     assert not handle.active
     assert not module.exact
     handle.undo()  # twice: harmless
-    assert namespace.apply_rotary_pos_emb is before
-    assert once < hf_three
+    assert getattr(namespace, family.rotation.name) is before
+    if family.table_dtype is None:  # HF rounds bf16 tables: more than one rounding
+        assert once < hf_three
+    else:  # its tables are float32 already (OLMo 2): one rounding either way
+        assert once <= hf_three
     peer_report(
         f"HF {name:9s} bf16 logits, HF's rotation vs exact_rotation: @0 {plain[0]:.2e} vs "
         f"{one[0]:.2e}, @1e6 {plain[FAR]:.2e} vs {one[FAR]:.2e}; "
         f"rotated q @1e6 {hf_three:.1e} vs {once:.1e}"
     )
+
+
+def four_x_config(name: str) -> dict[str, Any]:
+    """A transformers 4.x ``config.json`` of the family's text model, with every
+    key of the 4.x form its configs carry, each with a value of its own."""
+    family = RECORDS[name]
+    fields: dict[str, Any] = {
+        "model_type": family.model_types[-1],
+        **{key: value for key, value in TINY.items() if key != "num_key_value_heads"},
+        "head_dim": 16,  # where a config class has a default of its own
+    }
+    values = {"partial_rotary_factor": 0.5, "rotary_dim": 8}
+    bases = iter((20_000.0, 30_000.0))
+    for key, (_, target) in family.keys.items():
+        fields[key] = next(bases) if target == "rope_theta" else values[target]
+    if family.fixed:  # GPT-J: no rope parameters in its configs
+        return fields
+    if (None, "rope_theta") not in family.keys.values() and "rope_theta" not in family.keys:
+        fields["rope_theta"] = 40_000.0
+    if name == "phi3":  # its configs take LongRoPE only, the trained length beside it
+        fields["rope_scaling"] = _longrope()
+        fields["original_max_position_embeddings"] = 1024  # wins over the scaling's 256
+    elif family.mrope is None:
+        fields["rope_scaling"] = {"rope_type": "linear", "factor": 2.0}
+    else:  # head 16: 8 pairs
+        named = {"type": "mrope"} if "mrope" in family.type_aliases else {"rope_type": "default"}
+        fields["rope_scaling"] = {**named, "mrope_section": [2, 3, 3]}
+    return fields
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_4x_configs_read_as_transformers_converts_them(name: str) -> None:
+    # A 4.x config.json read by posenc gives the module that the same dict, converted by
+    # the family's own config class (transformers 5), gives: no 4.x key is dropped.
+    from transformers import AutoConfig
+
+    family = RECORDS[name]
+    old = four_x_config(name)
+    converted = AutoConfig.for_model(**copy.deepcopy(old))  # it fills in rope_scaling
+    assert converted.model_type == old["model_type"]
+    where = torch.tensor([0, 1, 1000, 123_456])
+    for kind in family.layer_types or (None,):
+        ours = rotary_from_config(old, layer_type=kind)
+        theirs = rotary_from_config(converted, layer_type=kind)
+        assert ours.extra_repr() == theirs.extra_repr()
+        for a, b in zip(
+            ours.cos_sin(4, positions=where, dtype=torch.float64),
+            theirs.cos_sin(4, positions=where, dtype=torch.float64),
+            strict=True,
+        ):
+            assert torch.equal(a, b)
+    if family.keys:  # the family's own keys were read (not only its defaults)
+        given = {**old, "head_dim": 64}  # 64: GPT-J's default rotary_dim fits
+        bare = {k: v for k, v in given.items() if k not in family.keys}
+        assert any(
+            rotary_from_config(bare, layer_type=kind).extra_repr()
+            != rotary_from_config(given, layer_type=kind).extra_repr()
+            for kind in family.layer_types or (None,)
+        )
 
 
 def test_unsupported_models_are_named() -> None:
