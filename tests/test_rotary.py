@@ -1123,3 +1123,20 @@ def test_apply_rotary_errors(
         ValueError, match=re.escape("layout must be one of ('half', 'interleaved'), got 'neox'")
     ):
         apply_rotary(torch.ones(3, 8), torch.ones(3, 4), torch.ones(3, 4), layout="neox")  # type: ignore[arg-type]
+
+
+def test_the_module_declares_how_it_reads_positions() -> None:
+    # What the DTensor glue reads (posenc._distributed.ReadsPositions), declared and typed.
+    from posenc import PositionalEncoding
+    from posenc._distributed import ReadsPositions
+
+    plain = RotaryEmbedding(8)
+    assert isinstance(plain, ReadsPositions)
+    assert (plain.position_axes, plain.trained_length) == (None, None)
+    axial = RotaryEmbedding(8, axes=(4, 4))
+    assert (axial.position_axes, axial.trained_length) == (2, None)
+    mrope = RotaryEmbedding(8, scaling={"rope_type": "default", "mrope_section": [2, 1, 1]})
+    assert mrope.position_axes == 3
+    dynamic = {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 64}
+    assert RotaryEmbedding(8, scaling=dynamic).trained_length == 64
+    assert not isinstance(PositionalEncoding(8), ReadsPositions)

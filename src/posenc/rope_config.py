@@ -91,7 +91,7 @@ def real(name: str, value: object, rope_type: str, pairs: int) -> float:
     return _number(name, value, rope_type, positive=False)
 
 
-def length(name: str, value: object, rope_type: str, pairs: int) -> int:
+def position_count(name: str, value: object, rope_type: str, pairs: int) -> int:
     """A number of positions: a positive int (NumPy's too)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
@@ -103,7 +103,7 @@ def length(name: str, value: object, rope_type: str, pairs: int) -> int:
     return int(value)
 
 
-def flag(name: str, value: object, rope_type: str, pairs: int) -> bool:
+def boolean(name: str, value: object, rope_type: str, pairs: int) -> bool:
     """A bool."""
     if not isinstance(value, bool):
         raise TypeError(f"{_where(name, rope_type)} must be a bool, got {_checks._show(value)}")
@@ -426,10 +426,10 @@ def _dynamic_finish(
 # -- The records -------------------------------------------------------------------------
 
 _FACTOR = Key(number)
-_ORIGINAL = Key(length)
+_ORIGINAL = Key(position_count)
 _FACTOR_OR_DERIVED = {
     "factor": Key(number, None),
-    "max_position_embeddings": Key(length, None),
+    "max_position_embeddings": Key(position_count, None),
     "original_max_position_embeddings": _ORIGINAL,
     "attention_factor": Key(number, None),
 }
@@ -442,7 +442,7 @@ RECORDS: dict[str, RopeType] = {
         RopeType("linear", {"factor": _FACTOR}, _linear),
         RopeType(
             "dynamic",
-            {"factor": _FACTOR, "max_position_embeddings": Key(length)},
+            {"factor": _FACTOR, "max_position_embeddings": Key(position_count)},
             _dynamic,
             finish=_dynamic_finish,
             trained_length=lambda config: config["max_position_embeddings"],
@@ -455,7 +455,7 @@ RECORDS: dict[str, RopeType] = {
                 "beta_slow": Key(number, 1.0),
                 "mscale": Key(real, None),
                 "mscale_all_dim": Key(real, None),
-                "truncate": Key(flag, True),
+                "truncate": Key(boolean, True),
             },
             _yarn,
             _yarn_attention,
