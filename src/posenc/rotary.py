@@ -325,6 +325,7 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = 
     Example:
         A quarter turn of the first pair, nothing for the second:
 
+        >>> import torch
         >>> x = torch.tensor([[1.0, 2.0, 0.0, 0.0]])   # pairs (x0, x2), (x1, x3)
         >>> apply_rotary(x, torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 0.0]]))
         tensor([[0., 2., 1., 0.]])
@@ -519,6 +520,7 @@ class RotaryEmbedding(DerivedTables):
         - output: same shape and dtype as ``x``
 
     Example:
+        >>> import torch
         >>> rope = RotaryEmbedding(64)
         >>> rope
         RotaryEmbedding(head_dim=64, max_len=4096)
@@ -635,6 +637,7 @@ class RotaryEmbedding(DerivedTables):
         never converted from another dtype.
 
         Example:
+            >>> import torch
             >>> rope = RotaryEmbedding(16).half()
             >>> rope._cos.dtype                       # float32 serves float16 inputs
             torch.float32
@@ -706,6 +709,7 @@ class RotaryEmbedding(DerivedTables):
             ValueError: both are given, or a shape does not match.
 
         Example:
+            >>> import torch
             >>> rope = RotaryEmbedding(4)
             >>> cos, sin = rope.cos_sin(3)
             >>> cos
