@@ -353,7 +353,7 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = 
         True
     """
     layout = _checks.choice("layout", layout, ROTARY_LAYOUTS)
-    x, cos, sin = _checks.rotation_inputs(x, cos, sin)
+    x, cos, sin = _checks.apply_rotary_args(x, cos, sin)
     return _rotate(x, cos, sin, layout)
 
 
