@@ -11,9 +11,35 @@ import pytest
 import torch
 
 from posenc import ROPE_TYPES, RotaryEmbedding, rope_frequencies
-from posenc.rope_config import KNOWN_KEYS, RECORDS, parse
+from posenc.rope_config import EXAMPLE_HEAD_DIM, KNOWN_KEYS, RECORDS, parse
 
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
+
+
+def test_each_records_example_exercises_its_type() -> None:
+    # A complete config of the type: it parses, and moves the frequencies off the plain
+    # ladder base ** (-2k / d) (past the trained length for the types that have one),
+    # except for the default type, which is that ladder.
+    d = EXAMPLE_HEAD_DIM
+    k = torch.arange(0, d, 2, dtype=torch.float64) / d
+    plain = 10_000.0**-k
+    for name, record in RECORDS.items():
+        example = copy.deepcopy(dict(record.example))
+        assert example["rope_type"] == name
+        assert "rope_theta" not in example  # the tests choose the base
+        config = parse(example, d, 10_000.0)
+        assert config.rope_type is record
+        trained = config.trained_length()
+        freqs = config.frequencies(None if trained is None else 2 * trained)
+        moved = freqs.shape != plain.shape or not torch.allclose(freqs, plain, rtol=1e-12, atol=0)
+        assert moved == (name != "default"), name
+
+
+def test_a_records_hugging_face_name_is_its_own_or_none() -> None:
+    # posenc reads Hugging Face configs by their rope_type: a type Hugging Face has is
+    # posenc's under the same name (tests/peers compares the set with transformers').
+    for name, record in RECORDS.items():
+        assert record.hf_name in (name, None)
 
 
 def test_one_record_per_type_and_every_type_has_one() -> None:
@@ -174,15 +200,11 @@ def test_the_modules_scaling_is_a_deep_copy() -> None:
 
 @pytest.mark.parametrize("rope_type", ROPE_TYPES)
 def test_a_parsed_configuration_pickles_by_type_name(rope_type: str) -> None:
-    full = {
-        "rope_type": rope_type, "factor": 2.0, "max_position_embeddings": 64,
-        "original_max_position_embeddings": 32, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-        "short_factor": [1.0] * 4, "long_factor": [2.0] * 4,
-    }  # fmt: skip
-    config = parse(full, 8, 10_000.0)
+    config = parse(RECORDS[rope_type].example, EXAMPLE_HEAD_DIM, 10_000.0)
     restored = pickle.loads(pickle.dumps(config))
     assert restored.rope_type is RECORDS[rope_type]
-    assert torch.equal(restored.frequencies(100), config.frequencies(100))
+    long = 2 * (config.trained_length() or 50)  # past the trained length, where there is one
+    assert torch.equal(restored.frequencies(long), config.frequencies(long))
     assert copy.deepcopy(config).attention_factor() == config.attention_factor()
 
 

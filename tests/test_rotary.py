@@ -29,6 +29,7 @@ from posenc import (
     positions_from_mask,
     rope_frequencies,
 )
+from posenc.rope_config import EXAMPLE_HEAD_DIM, RECORDS
 
 PROPERTY_SETTINGS = settings(max_examples=25, deadline=None)
 TWO_PI = 2 * math.pi
@@ -53,15 +54,11 @@ def longrope(pairs: int) -> dict[str, object]:
     }
 
 
-# Scalings whose frequencies do not depend on the length: decoding equals prefill.
-FIXED_SCALINGS = [
-    None,
-    {"rope_type": "linear", "factor": 2.0},
-    LLAMA31,
-    YARN,
-    {"rope_type": "proportional", "partial_rotary_factor": 0.5},
-]
-FIXED_IDS = ["default", "linear", "llama3", "yarn", "proportional"]
+# Scalings whose frequencies do not depend on the length (decoding equals prefill): the
+# example of every such type's record, for heads of EXAMPLE_HEAD_DIM features.
+FIXED = {name: r.example for name, r in RECORDS.items() if r.trained_length is None}
+FIXED_SCALINGS = [copy.deepcopy(dict(example)) for example in FIXED.values()]
+FIXED_IDS = list(FIXED)
 
 
 def permutation(head_dim: int) -> torch.Tensor:
@@ -249,27 +246,23 @@ def test_proportional_rotates_a_share_of_the_pairs() -> None:
     assert torch.equal(y[:, half], x[:, half])  # the still pairs
 
 
-@pytest.mark.parametrize("rope_type", ["default", "linear", "yarn", "llama3"])
+@pytest.mark.parametrize(
+    "rope_type", [name for name, r in RECORDS.items() if not r.rotates_whole_head]
+)
 def test_partial_rotary_factor_sets_the_rotated_dimension(rope_type: str) -> None:
-    base_keys: dict[str, dict[str, object]] = {
-        "default": {},
-        "linear": {"factor": 2.0},
-        "yarn": {"factor": 2.0, "original_max_position_embeddings": 2048},
-        "llama3": {k: v for k, v in LLAMA31.items() if k != "rope_type"},
-    }
-    scaling = {"rope_type": rope_type, "partial_rotary_factor": 0.25, **base_keys[rope_type]}
-    partial, _ = rope_frequencies(128, scaling=scaling)
-    full_scaling = {k: v for k, v in scaling.items() if k != "partial_rotary_factor"}
-    as_if_32, _ = rope_frequencies(32, scaling=full_scaling)
-    assert torch.equal(partial, as_if_32)
-    rope = RotaryEmbedding(128, scaling=scaling)
-    assert rope.rotary_dim == 32
-    x = torch.randn(2, 4, 7, 128)
+    # A quarter of a head of 4 * EXAMPLE_HEAD_DIM rotates as a head of EXAMPLE_HEAD_DIM.
+    d = EXAMPLE_HEAD_DIM
+    full_scaling = copy.deepcopy(dict(RECORDS[rope_type].example))
+    scaling = {**full_scaling, "partial_rotary_factor": 0.25}
+    partial, _ = rope_frequencies(4 * d, scaling=scaling)
+    as_if_whole, _ = rope_frequencies(d, scaling=full_scaling)
+    assert torch.equal(partial, as_if_whole)
+    rope = RotaryEmbedding(4 * d, scaling=scaling)
+    assert rope.rotary_dim == d
+    x = torch.randn(2, 4, 7, 4 * d)
     y = rope(x, offset=5)
-    assert torch.equal(y[..., 32:], x[..., 32:])
-    assert torch.equal(
-        y[..., :32], RotaryEmbedding(32, scaling=full_scaling)(x[..., :32], offset=5)
-    )
+    assert torch.equal(y[..., d:], x[..., d:])
+    assert torch.equal(y[..., :d], RotaryEmbedding(d, scaling=full_scaling)(x[..., :d], offset=5))
 
 
 def test_keys_a_type_does_not_read_are_accepted_and_none_counts_as_missing() -> None:
@@ -291,15 +284,13 @@ def test_keys_a_type_does_not_read_are_accepted_and_none_counts_as_missing() -> 
 
 
 def test_rope_types_lists_what_is_accepted() -> None:
-    assert ROPE_TYPES == (
-        "default",
-        "linear",
-        "dynamic",
-        "yarn",
-        "llama3",
-        "longrope",
-        "proportional",
-    )
+    assert tuple(RECORDS) == ROPE_TYPES
+    for name, record in RECORDS.items():  # each builds from its record's example
+        rope = RotaryEmbedding(EXAMPLE_HEAD_DIM, scaling=copy.deepcopy(dict(record.example)))
+        assert rope.scaling is not None
+        assert rope.scaling["rope_type"] == name
+    with pytest.raises(ValueError, match=re.escape(f"must be one of {ROPE_TYPES}")):
+        RotaryEmbedding(8, scaling={"rope_type": "rope"})
     assert ROTARY_LAYOUTS == ("half", "interleaved")
 
 
@@ -309,9 +300,10 @@ def test_rope_types_lists_what_is_accepted() -> None:
 @pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
 @pytest.mark.parametrize("scaling", FIXED_SCALINGS, ids=FIXED_IDS)
 def test_forward_is_the_float64_rotation(layout: str, scaling: dict[str, object] | None) -> None:
-    rope = RotaryEmbedding(32, layout=layout, scaling=scaling, max_len=64)  # type: ignore[arg-type]
-    x = torch.randn(2, 3, 40, 32, dtype=torch.float64)
-    freqs, factor = rope_frequencies(32, scaling=scaling)
+    d = EXAMPLE_HEAD_DIM
+    rope = RotaryEmbedding(d, layout=layout, scaling=scaling, max_len=64)  # type: ignore[arg-type]
+    x = torch.randn(2, 3, 40, d, dtype=torch.float64)
+    freqs, factor = rope_frequencies(d, scaling=scaling)
     for offset in (0, 30, 5000):
         got = rope.double()(x, offset=offset).numpy()
         expected = rotary_reference(
@@ -472,8 +464,9 @@ def test_rotation_keeps_every_pair_length(
 def test_decoding_token_by_token_equals_the_whole_sequence(
     layout: str, scaling: dict[str, object] | None, start: int, length: int, dtype: torch.dtype
 ) -> None:
-    rope = RotaryEmbedding(16, layout=layout, scaling=scaling, max_len=8)  # type: ignore[arg-type]
-    x = torch.randn(2, 3, length, 16).to(dtype)
+    d = EXAMPLE_HEAD_DIM
+    rope = RotaryEmbedding(d, layout=layout, scaling=scaling, max_len=8)  # type: ignore[arg-type]
+    x = torch.randn(2, 3, length, d).to(dtype)
     whole = rope(x, offset=start)
     steps = [rope(x[:, :, t : t + 1], offset=start + t) for t in range(length)]
     assert torch.equal(torch.cat(steps, dim=2), whole)
@@ -918,8 +911,7 @@ def test_module_argument_errors(
         (
             {"rope_type": "mrope"},
             ValueError,
-            "scaling['rope_type'] must be one of ('default', 'linear', 'dynamic', 'yarn', "
-            "'llama3', 'longrope', 'proportional'), got 'mrope'",
+            f"scaling['rope_type'] must be one of {ROPE_TYPES}, got 'mrope'",
         ),
         (
             {"rope_type": "linear"},
@@ -1123,3 +1115,20 @@ def test_apply_rotary_errors(
         ValueError, match=re.escape("layout must be one of ('half', 'interleaved'), got 'neox'")
     ):
         apply_rotary(torch.ones(3, 8), torch.ones(3, 4), torch.ones(3, 4), layout="neox")  # type: ignore[arg-type]
+
+
+def test_the_module_declares_how_it_reads_positions() -> None:
+    # What the DTensor glue reads (posenc._distributed.ReadsPositions), declared and typed.
+    from posenc import PositionalEncoding
+    from posenc._distributed import ReadsPositions
+
+    plain = RotaryEmbedding(8)
+    assert isinstance(plain, ReadsPositions)
+    assert (plain.position_axes, plain.trained_length) == (None, None)
+    axial = RotaryEmbedding(8, axes=(4, 4))
+    assert (axial.position_axes, axial.trained_length) == (2, None)
+    mrope = RotaryEmbedding(8, scaling={"rope_type": "default", "mrope_section": [2, 1, 1]})
+    assert mrope.position_axes == 3
+    dynamic = {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 64}
+    assert RotaryEmbedding(8, scaling=dynamic).trained_length == 64
+    assert not isinstance(PositionalEncoding(8), ReadsPositions)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import torch
 from torch import Tensor
@@ -16,8 +16,9 @@ from . import _runtime
 from ._rounding import round_into
 from .frequencies import Ladder, ladder_parts
 
-if TYPE_CHECKING:
-    from .sinusoid import Layout
+#: The sinusoid's column orders (``posenc.Layout``): defined here, where the columns are
+#: laid out, and re-exported by :mod:`posenc.sinusoid`, which imports this module.
+Layout = Literal["interleaved", "concatenated"]
 
 # -- How the table is computed --------------------------------------------------------------
 #

@@ -498,7 +498,7 @@ def rotary_axes(axes: object, head_dim: int, scaling: object) -> tuple[int, ...]
     return tuple(axes)
 
 
-def rotary_tables(x: object, cos: object, sin: object) -> tuple[Tensor, Tensor, Tensor]:
+def apply_rotary_args(x: object, cos: object, sin: object) -> tuple[Tensor, Tensor, Tensor]:
     """``apply_rotary``'s arguments: one cos and sin per rotated pair, broadcasting to ``x``."""
     x = floating_tensor("x", x)
     c, s = floating_tensor("cos", cos), floating_tensor("sin", sin)

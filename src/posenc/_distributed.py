@@ -18,12 +18,12 @@ refused, as are other placements.
 ``offset`` and ``positions`` given with a DTensor input are those of the whole
 (global) input; tensors among them that are DTensors are gathered first. They are
 read as the module reads them, against the whole input's shape: with
-:func:`~posenc.positions.resolve`'s forms, or, for a module whose ``_position_axes``
-is an int A (RoPE on axes, M-RoPE), with :func:`~posenc.positions.resolve_axes`'s,
-which add ``(A, L)`` and ``(A, B, L)``. What that reading finds (which dimension
-of ``positions`` holds the batch, which the axes) says how to cut them for a
-rank's shard, and each rank is handed a form its shard cannot misread: its batch
-may be A where the whole input's is not.
+:func:`~posenc.positions.resolve`'s forms, or, for a module whose ``position_axes``
+(:class:`ReadsPositions`) is an int A (RoPE on axes, M-RoPE), with
+:func:`~posenc.positions.resolve_axes`'s, which add ``(A, L)`` and ``(A, B, L)``.
+What that reading finds (which dimension of ``positions`` holds the batch, which
+the axes) says how to cut them for a rank's shard, and each rank is handed a form
+its shard cannot misread: its batch may be A where the whole input's is not.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import inspect
 import math
 import sys
 from collections.abc import Callable
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast, runtime_checkable
 
 import torch
 from torch import Tensor
@@ -178,6 +178,25 @@ def sequence_input(
     return decorate
 
 
+@runtime_checkable
+class ReadsPositions(Protocol):
+    """A module that tells this glue how it reads positions (:class:`~posenc.RotaryEmbedding`).
+
+    A module without these attributes reads one stream of positions, and a
+    ``seq_len`` it takes gets the whole input's default.
+
+    Attributes:
+        position_axes: None for one stream (:func:`~posenc.positions.resolve`'s
+            forms), or the number of axes A the positions may lie on
+            (:func:`~posenc.positions.resolve_axes`'s forms).
+        trained_length: The length up to which its frequencies do not depend on
+            the length, or None when they never do (then ``seq_len`` is left alone).
+    """
+
+    position_axes: int | None
+    trained_length: int | None
+
+
 def _local_call(
     forward: Callable[..., Tensor],
     module: Any,
@@ -204,10 +223,11 @@ def _local_call(
     rows = None if batch is None or _whole(ranges, shape, batch) else ranges[batch]
     offset, positions = _gathered(kwargs.get("offset", 0)), _gathered(kwargs.get("positions"))
     # The module's own reading of offset and positions, against the whole input.
-    axes = getattr(module, "_position_axes", None)
+    reads = module if isinstance(module, ReadsPositions) else None
+    axes = None if reads is None else reads.position_axes
     where = _read(length, axes, offset, positions, None if batch is None else shape[batch])
     # For frequencies that depend on the length: the whole input's, on every rank.
-    needs_length = getattr(module, "_trained", True) is not None
+    needs_length = reads is None or reads.trained_length is not None
     if "seq_len" in kwargs and kwargs["seq_len"] is None and needs_length:
         kwargs["seq_len"] = _global_seq_len(offset, positions, length)
     if isinstance(positions, Tensor):

@@ -18,7 +18,9 @@ about what it does not know:
   turns it (:meth:`RopeConfig.pair_axes`).
 
 A new ``rope_type`` is one record here (and its line in :func:`~posenc.rope_frequencies`'
-docstring).
+docstring): the record's ``example`` configuration and its Hugging Face name give it
+the tests of every type, against the formulas and against Hugging Face's own
+``ROPE_INIT_FUNCTIONS``.
 
 >>> from posenc.rope_config import parse
 >>> config = parse({"rope_type": "linear", "factor": 4.0}, head_dim=8, base=10_000.0)
@@ -46,6 +48,7 @@ from . import _checks
 from .frequencies import ladder
 
 __all__ = [
+    "EXAMPLE_HEAD_DIM",
     "MULTIMODAL_KEYS",
     "NOT_BUILT",
     "RECORDS",
@@ -91,7 +94,7 @@ def real(name: str, value: object, rope_type: str, pairs: int) -> float:
     return _number(name, value, rope_type, positive=False)
 
 
-def length(name: str, value: object, rope_type: str, pairs: int) -> int:
+def position_count(name: str, value: object, rope_type: str, pairs: int) -> int:
     """A number of positions: a positive int (NumPy's too)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(
@@ -103,7 +106,7 @@ def length(name: str, value: object, rope_type: str, pairs: int) -> int:
     return int(value)
 
 
-def flag(name: str, value: object, rope_type: str, pairs: int) -> bool:
+def boolean(name: str, value: object, rope_type: str, pairs: int) -> bool:
     """A bool."""
     if not isinstance(value, bool):
         raise TypeError(f"{_where(name, rope_type)} must be a bool, got {_checks._show(value)}")
@@ -233,6 +236,12 @@ class RopeType:
             up to which they do not.
         rotates_whole_head: Whether ``partial_rotary_factor`` gives pairs frequency 0
             instead of leaving features unrotated ("proportional").
+        example: A complete ``rope_parameters`` dict of the type, for heads of
+            ``EXAMPLE_HEAD_DIM`` (64) features (per-pair keys hold one value per pair),
+            without ``rope_theta``: the configuration the tests check the type with,
+            against its formula and against Hugging Face. Copy it before editing it.
+        hf_name: The ``rope_type`` Hugging Face gives it (posenc parses Hugging Face
+            configs, so it is ``name``), or None for a type only posenc builds.
     """
 
     name: str
@@ -242,6 +251,8 @@ class RopeType:
     finish: Callable[[dict[str, Any], RopeConfig, Mapping[str, Any]], dict[str, Any]] | None = None
     trained_length: Callable[[RopeConfig], int] | None = None
     rotates_whole_head: bool = False
+    example: Mapping[str, Any] = field(kw_only=True)
+    hf_name: str | None = field(kw_only=True)
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         # Pickled by name: a module pickles with its configuration, not the functions.
@@ -426,26 +437,37 @@ def _dynamic_finish(
 # -- The records -------------------------------------------------------------------------
 
 _FACTOR = Key(number)
-_ORIGINAL = Key(length)
+_ORIGINAL = Key(position_count)
 _FACTOR_OR_DERIVED = {
     "factor": Key(number, None),
-    "max_position_embeddings": Key(length, None),
+    "max_position_embeddings": Key(position_count, None),
     "original_max_position_embeddings": _ORIGINAL,
     "attention_factor": Key(number, None),
 }
+
+#: The head dimension every record's ``example`` is written for (32 rotated pairs).
+EXAMPLE_HEAD_DIM = 64
 
 #: Every ``rope_type`` posenc builds, in the order the docs list them.
 RECORDS: dict[str, RopeType] = {
     record.name: record
     for record in (
-        RopeType("default", {}, _default),
-        RopeType("linear", {"factor": _FACTOR}, _linear),
+        RopeType("default", {}, _default, example={"rope_type": "default"}, hf_name="default"),
+        RopeType(
+            "linear",
+            {"factor": _FACTOR},
+            _linear,
+            example={"rope_type": "linear", "factor": 2.0},
+            hf_name="linear",
+        ),
         RopeType(
             "dynamic",
-            {"factor": _FACTOR, "max_position_embeddings": Key(length)},
+            {"factor": _FACTOR, "max_position_embeddings": Key(position_count)},
             _dynamic,
             finish=_dynamic_finish,
             trained_length=lambda config: config["max_position_embeddings"],
+            example={"rope_type": "dynamic", "factor": 4.0, "max_position_embeddings": 4096},
+            hf_name="dynamic",
         ),
         RopeType(
             "yarn",
@@ -455,11 +477,17 @@ RECORDS: dict[str, RopeType] = {
                 "beta_slow": Key(number, 1.0),
                 "mscale": Key(real, None),
                 "mscale_all_dim": Key(real, None),
-                "truncate": Key(flag, True),
+                "truncate": Key(boolean, True),
             },
             _yarn,
             _yarn_attention,
             finish=_yarn_finish,
+            example={
+                "rope_type": "yarn",
+                "factor": 4.0,
+                "original_max_position_embeddings": 4096,
+            },
+            hf_name="yarn",
         ),
         RopeType(
             "llama3",
@@ -471,6 +499,14 @@ RECORDS: dict[str, RopeType] = {
             },
             _llama3,
             finish=_llama3_finish,
+            example={  # Llama 3.1's
+                "rope_type": "llama3",
+                "factor": 8.0,
+                "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192,
+            },
+            hf_name="llama3",
         ),
         RopeType(
             "longrope",
@@ -483,9 +519,22 @@ RECORDS: dict[str, RopeType] = {
             _longrope_attention,
             finish=_derive_factor,
             trained_length=lambda config: config["original_max_position_embeddings"],
+            example={
+                "rope_type": "longrope",
+                "original_max_position_embeddings": 4096,
+                "factor": 32.0,
+                "short_factor": [1.0 + 0.02 * k for k in range(EXAMPLE_HEAD_DIM // 2)],
+                "long_factor": [1.0 + 0.5 * k for k in range(EXAMPLE_HEAD_DIM // 2)],
+            },
+            hf_name="longrope",
         ),
         RopeType(
-            "proportional", {"factor": Key(number, 1.0)}, _proportional, rotates_whole_head=True
+            "proportional",
+            {"factor": Key(number, 1.0)},
+            _proportional,
+            rotates_whole_head=True,
+            example={"rope_type": "proportional", "partial_rotary_factor": 0.5, "factor": 2.0},
+            hf_name="proportional",
         ),
     )
 }

@@ -325,6 +325,7 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = 
     Example:
         A quarter turn of the first pair, nothing for the second:
 
+        >>> import torch
         >>> x = torch.tensor([[1.0, 2.0, 0.0, 0.0]])   # pairs (x0, x2), (x1, x3)
         >>> apply_rotary(x, torch.tensor([[0.0, 1.0]]), torch.tensor([[1.0, 0.0]]))
         tensor([[0., 2., 1., 0.]])
@@ -352,7 +353,7 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = 
         True
     """
     layout = _checks.choice("layout", layout, ROTARY_LAYOUTS)
-    x, cos, sin = _checks.rotary_tables(x, cos, sin)
+    x, cos, sin = _checks.apply_rotary_args(x, cos, sin)
     return _rotate(x, cos, sin, layout)
 
 
@@ -388,7 +389,7 @@ def _along(table: Tensor, rows: slice, length: int) -> Tensor:
     return table[..., rows, :] if table.dim() > 1 and table.shape[-2] == length else table
 
 
-def _pairs(t: Tensor, layout: RotaryLayout) -> tuple[Tensor, Tensor]:
+def _split_pairs(t: Tensor, layout: RotaryLayout) -> tuple[Tensor, Tensor]:
     """The first and second features of every pair, as views."""
     if layout == "half":
         h = t.shape[-1] // 2
@@ -411,8 +412,8 @@ def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: Rotar
         if out.dtype == work
         else xw * _widen(cos, layout)
     )
-    first, second = _pairs(xw, layout)
-    acc_first, acc_second = _pairs(acc, layout)
+    first, second = _split_pairs(xw, layout)
+    acc_first, acc_second = _split_pairs(acc, layout)
     acc_first.addcmul_(second, sin, value=-1)
     acc_second.addcmul_(first, sin)
     if acc is not out:
@@ -424,7 +425,7 @@ def _rotated(
 ) -> Tensor:
     """The same products, without writing into views: for autograd and compilers."""
     rotated = 2 * cos.shape[-1]
-    first, second = _pairs(x[..., :rotated].to(work), layout)
+    first, second = _split_pairs(x[..., :rotated].to(work), layout)
     # Each half rounded to x's dtype before they are joined: a compiler then writes the
     # output in one pass, instead of a float32 copy and a conversion.
     new_first = torch.addcmul(first * cos, second, sin, value=-1).to(x.dtype)
@@ -503,6 +504,11 @@ class RotaryEmbedding(DerivedTables):
             pass unchanged.
         attention_factor: The factor on cos and sin (YaRN, LongRoPE; else 1).
         n_axes: Number of position axes A: 1, ``len(axes)``, or 3 for M-RoPE.
+        position_axes: How ``forward`` reads ``positions``: None for one stream
+            (:func:`~posenc.positions.resolve`'s forms), or A when the positions may
+            lie on axes (:func:`~posenc.positions.resolve_axes`'s forms).
+        trained_length: For "dynamic" and "longrope", whose frequencies depend on
+            the length: the length up to which they do not; None for the other types.
 
     Shapes:
         - x: ``(..., L, D)``, the sequence on dim -2: ``(B, H, L, D)`` as in
@@ -514,6 +520,7 @@ class RotaryEmbedding(DerivedTables):
         - output: same shape and dtype as ``x``
 
     Example:
+        >>> import torch
         >>> rope = RotaryEmbedding(64)
         >>> rope
         RotaryEmbedding(head_dim=64, max_len=4096)
@@ -579,7 +586,7 @@ class RotaryEmbedding(DerivedTables):
         # Float64 and on the CPU, a plain attribute: no cast or move can round it.
         self._freqs: Tensor = self._config.frequencies()
         # For dynamic and longrope: the length up to which the frequencies are _freqs.
-        self._trained: int | None = self._config.trained_length()
+        self.trained_length: int | None = self._config.trained_length()
         self.axes: tuple[int, ...] | None = _checks.rotary_axes(axes, self.head_dim, scaling)
         pair_axes = self._config.pair_axes()
         if self.axes is not None:  # each axis its own ladder base ** (-2k / d_a)
@@ -598,7 +605,7 @@ class RotaryEmbedding(DerivedTables):
         )
         # The axes positions are read on (resolve_axes' forms), or None for one stream
         # (resolve's): this module's reading, which the DTensor glue reads positions by.
-        self._position_axes: int | None = None if self._pair_axes is None else self.n_axes
+        self.position_axes: int | None = None if self._pair_axes is None else self.n_axes
         self._register_tables()
 
     def _table_shapes(self) -> tuple[tuple[int, ...], ...]:
@@ -630,6 +637,7 @@ class RotaryEmbedding(DerivedTables):
         never converted from another dtype.
 
         Example:
+            >>> import torch
             >>> rope = RotaryEmbedding(16).half()
             >>> rope._cos.dtype                       # float32 serves float16 inputs
             torch.float32
@@ -701,6 +709,7 @@ class RotaryEmbedding(DerivedTables):
             ValueError: both are given, or a shape does not match.
 
         Example:
+            >>> import torch
             >>> rope = RotaryEmbedding(4)
             >>> cos, sin = rope.cos_sin(3)
             >>> cos
@@ -728,11 +737,11 @@ class RotaryEmbedding(DerivedTables):
         device: torch.device | None,
     ) -> Positions | AxisPositions:
         """The positions of a call: :func:`resolve`, or :func:`resolve_axes` on axes."""
-        if self._position_axes is None:
+        if self.position_axes is None:
             return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
         return resolve_axes(
             length,
-            self._position_axes,
+            self.position_axes,
             offset=offset,
             positions=positions,
             batch=batch,
@@ -753,8 +762,14 @@ class RotaryEmbedding(DerivedTables):
         the frequencies are those the tables were made with); the rest is computed
         from float64 with the same values.
         """
-        limit = self.max_len if self._trained is None else min(self.max_len, self._trained)
-        long = seq_len is not None and self._trained is not None and seq_len > self._trained
+        limit = (
+            self.max_len if self.trained_length is None else min(self.max_len, self.trained_length)
+        )
+        long = (
+            seq_len is not None
+            and self.trained_length is not None
+            and seq_len > self.trained_length
+        )
         serves = self._serves(dtype, device) and where.within(limit) and not long
         if isinstance(where, AxisPositions):  # one position per pair: its axis's
             assert self._pair_axes is not None
@@ -781,7 +796,7 @@ class RotaryEmbedding(DerivedTables):
 
         The length is ``given`` (``seq_len``), else the largest position + 1.
         """
-        if self._trained is None:
+        if self.trained_length is None:
             return self._freqs.to(device)
         seq_len: int | Tensor | None
         if given is not None:

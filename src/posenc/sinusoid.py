@@ -36,18 +36,17 @@ tensor([[ 0.0000,  1.0000,  0.0000,  1.0000],
 from __future__ import annotations
 
 import math
-from typing import Literal
 
 import torch
 from torch import Tensor
 
 from . import _angles, _checks, _runtime
+from ._angles import Layout
 from ._rounding import round_into, round_once
 from .positions import check_domain
 
 __all__ = ["LAYOUTS", "Layout", "inverse_frequencies", "sinusoidal_table"]
 
-Layout = Literal["interleaved", "concatenated"]
 #: The two column orders of the sinusoid in use.
 LAYOUTS: tuple[Layout, ...] = ("interleaved", "concatenated")
 

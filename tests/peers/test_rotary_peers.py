@@ -22,13 +22,14 @@ import torch
 from reference import rotary_reference
 
 from posenc import ROPE_TYPES, RotaryEmbedding, rope_frequencies
+from posenc.rope_config import EXAMPLE_HEAD_DIM, RECORDS
 
 # `import x_transformers` decorates a function with torch.jit.script, which warns.
 XT_IMPORT = pytest.mark.filterwarnings(
     "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
 )
 
-HEAD_DIM, HEADS = 64, 4
+HEAD_DIM, HEADS = EXAMPLE_HEAD_DIM, 4  # the head the records' examples are written for
 FP32_FREQ_RTOL = 2.0**-20  # the peers' float32 pow, division and ramp: a few float32 ulps
 NEAR = torch.arange(0, 48)  # positions where float32 phases are good to ~1e-5
 FAR = torch.arange(100_000, 100_048)
@@ -37,8 +38,14 @@ Report = Callable[[str], None]
 
 
 def llama_config(rope_parameters: dict[str, Any], max_position_embeddings: int = 4096) -> Any:
+    """A one-layer Llama config; a ``max_position_embeddings`` key among the parameters
+    (posenc reads it there) goes to the config's field of that name, where HF reads it."""
     from transformers import LlamaConfig
 
+    rope_parameters = dict(rope_parameters)
+    max_position_embeddings = rope_parameters.pop(
+        "max_position_embeddings", max_position_embeddings
+    )
     return LlamaConfig(
         hidden_size=HEAD_DIM * HEADS,
         num_attention_heads=HEADS,
@@ -59,9 +66,13 @@ def posenc_args(config: Any) -> dict[str, Any]:
     return {"base": scaling["rope_theta"], "scaling": scaling}
 
 
-# One config per ROPE_INIT_FUNCTIONS entry (a new entry in transformers fails the test
-# below until it is added here and to posenc).
-CONFIGS: dict[str, list[dict[str, Any]]] = {
+# The types Hugging Face has, by posenc's records (hf_name None: a type only posenc
+# builds). A new entry of ROPE_INIT_FUNCTIONS fails the test below until posenc has a
+# record for it; a record gets these tests from its example alone.
+HF_TYPES = {r.hf_name: r for r in RECORDS.values() if r.hf_name is not None}
+
+# Configs beyond the records' examples, for the keys an example leaves to its default.
+VARIANTS: dict[str, list[dict[str, Any]]] = {
     "linear": [{"rope_type": "linear", "factor": 4.0, "rope_theta": 10_000.0}],
     "dynamic": [{"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10_000.0}],
     "yarn": [
@@ -126,27 +137,46 @@ CONFIGS: dict[str, list[dict[str, Any]]] = {
         },
     ],
 }
+# Each type's variants first, then its record's example (with the base of the tests).
+CONFIGS: dict[str, list[dict[str, Any]]] = {
+    name: [*VARIANTS.get(name, []), {"rope_theta": 10_000.0, **record.example}]
+    for name, record in HF_TYPES.items()
+}
 SEQ_LENS = [None, 1024, 4096, 4097, 20_000]
 
 
 def test_every_rope_init_function_is_a_posenc_rope_type() -> None:
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    assert set(ROPE_INIT_FUNCTIONS) == set(CONFIGS)
-    assert set(ROPE_INIT_FUNCTIONS) | {"default"} == set(ROPE_TYPES)
+    # transformers 5 computes "default" in each model's rotary module, not in
+    # ROPE_INIT_FUNCTIONS (4.x listed it there).
+    assert set(ROPE_INIT_FUNCTIONS) | {"default"} == set(HF_TYPES)
+    own = {name for name, record in RECORDS.items() if record.hf_name is None}
+    assert not own & set(ROPE_INIT_FUNCTIONS), "a type marked posenc's own is Hugging Face's"
+    assert set(HF_TYPES) | own == set(ROPE_TYPES)
+    assert set(VARIANTS) <= set(HF_TYPES)
+
+
+def hf_init_function(rope_type: str) -> Callable[..., tuple[torch.Tensor, Any]]:
+    """Hugging Face's function for a type: ROPE_INIT_FUNCTIONS, or Llama's default."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
+
+    if rope_type not in ROPE_INIT_FUNCTIONS and rope_type == "default":
+        return LlamaRotaryEmbedding.compute_default_rope_parameters
+    return ROPE_INIT_FUNCTIONS[rope_type]
 
 
 @pytest.mark.parametrize("rope_type", sorted(CONFIGS))
 def test_frequencies_and_attention_factor_of_rope_init_functions(
     rope_type: str, peer_report: Report
 ) -> None:
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
-
+    init = hf_init_function(rope_type)
     worst = 0.0
     for parameters in CONFIGS[rope_type]:
         config = llama_config(parameters)
         for seq_len in SEQ_LENS:
-            theirs, their_factor = ROPE_INIT_FUNCTIONS[rope_type](config, "cpu", seq_len=seq_len)
+            theirs, their_factor = init(config, device="cpu", seq_len=seq_len)
             ours, our_factor = rope_frequencies(HEAD_DIM, seq_len=seq_len, **posenc_args(config))
             assert ours.shape == theirs.shape
             rel = ((ours - theirs.double()).abs() / theirs.double().abs().clamp_min(1e-300)).max()
@@ -185,10 +215,8 @@ def compare(
 
 
 def rotation_configs() -> list[tuple[str, dict[str, Any]]]:
-    cases: list[tuple[str, dict[str, Any]]] = [("default", {"rope_type": "default"})]
-    for rope_type in ("linear", "llama3", "yarn", "proportional"):
-        cases.append((rope_type, CONFIGS[rope_type][0]))
-    return cases
+    """The first config of each type whose frequencies do not depend on the length."""
+    return [(name, CONFIGS[name][0]) for name, r in HF_TYPES.items() if r.trained_length is None]
 
 
 @pytest.mark.parametrize(
@@ -217,7 +245,9 @@ def test_llama_rotary_embedding_and_apply_rotary_pos_emb(
     compare(f"HF Llama {label}", ours, theirs, exact, positions is NEAR, peer_report)
 
 
-@pytest.mark.parametrize("rope_type", ["dynamic", "longrope"])
+@pytest.mark.parametrize(
+    "rope_type", [name for name, r in HF_TYPES.items() if r.trained_length is not None]
+)
 def test_llama_rotary_embedding_frequencies_that_follow_the_length(rope_type: str) -> None:
     # Hugging Face recomputes inv_freq when a sequence passes max_position_embeddings;
     # posenc computes each call's from its own longest position. A fresh HF module per

@@ -1,0 +1,306 @@
+"""Resolution: ``offset`` and ``positions`` checked once into :class:`Positions`; the domain.
+
+The one reading of the position arguments every scheme takes, and the position
+domain ``|p| < 2**62`` with its check (:mod:`posenc.positions` explains both).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from .. import _checks, _runtime
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# The largest and the smallest position (documented in posenc.positions, which exports them).
+POSITION_MAX = 2**62 - 1
+POSITION_MIN = -POSITION_MAX
+#: The largest distance ``|key - query|`` of a relative position: ``2**63 - 1`` (int64
+#: but ``-2**63``, whose opposite is not an int64).
+RELATIVE_MAX = INT64_MAX
+
+_DOMAIN = "int64's position domain |p| < 2**62"
+_DOMAIN_WHY = (
+    "positions must lie in [-(2**62 - 1), 2**62 - 1], half of int64's range, so that every "
+    "difference of two positions fits in int64"
+)
+_RELATIVE = "int64's domain of relative positions |r| < 2**63"
+_RELATIVE_WHY = (
+    "relative positions must lie in [-(2**63 - 1), 2**63 - 1]: -2**63 has no opposite in int64"
+)
+
+
+class Positions(NamedTuple):
+    """The positions of the ``length`` tokens of an input, as :func:`resolve` returns them.
+
+    Exactly one of ``start`` and ``values`` is set: ``start`` when the tokens of
+    every sequence sit at ``start, start + 1, ..., start + length - 1`` (the
+    common case, served from a precomputed table by slicing, with no tensor
+    built), ``values`` otherwise.
+
+    Attributes:
+        length: Number of tokens, L.
+        start: Position of the first token, shared by the batch, or None.
+        values: ``int64`` positions, ``(L,)`` (shared by the batch) or ``(B, L)``
+            (one row per sequence; B may be 1), or None.
+    """
+
+    length: int
+    start: int | None = 0
+    values: Tensor | None = None
+
+    def tensor(self, device: torch.device | str | None = None) -> Tensor:
+        """The positions as an ``int64`` tensor, ``(L,)`` or ``(B, L)``.
+
+        Args:
+            device: Device of the result (default: that of ``values``, or the CPU).
+
+        Returns:
+            A tensor the caller may not modify in place when it is ``values``.
+        """
+        if self.values is not None:
+            return self.values if device is None else self.values.to(device)
+        assert self.start is not None
+        # start + arange, not arange(start, stop): stop may be 2**63, past int64
+        return torch.arange(self.length, device=device) + self.start
+
+    def within(self, size: int) -> bool:
+        """Whether every position is known to lie in ``[0, size)``, without a device sync.
+
+        True for a ``start`` whose rows fit; for ``values``, the range is read
+        only where that is free: on the CPU, eagerly (see ``_runtime.readable``).
+        Elsewhere the answer is False, and the caller computes the rows instead
+        of reading them from a table of ``size`` rows.
+
+        Args:
+            size: Number of rows of the table.
+
+        Returns:
+            Whether :meth:`take` may read every position from such a table.
+        """
+        if self.start is not None:
+            return self.start >= 0 and self.start + self.length <= size
+        values = self.values
+        assert values is not None
+        if values.numel() == 0:
+            return True
+        if not _runtime.readable(values):
+            return False
+        lo, hi = torch.aminmax(values)
+        return bool(lo >= 0) and bool(hi < size)
+
+    def take(self, table: Tensor) -> Tensor:
+        """Rows of ``table`` (indexed on dim 0) at these positions; check :meth:`within` first.
+
+        Args:
+            table: Tensor ``(N, *)`` with one row per position.
+
+        Returns:
+            ``(L, *)`` or ``(B, L, *)``; a view of ``table`` for a ``start``.
+        """
+        if self.start is not None:
+            return table[self.start : self.start + self.length]
+        assert self.values is not None
+        return table[self.values.to(table.device)]
+
+
+def check_domain(
+    name: str, value: int | Tensor, *, count: int = 1, relative: bool = False
+) -> None:
+    """Refuse positions outside the position domain ``|p| < 2**62``, naming the value.
+
+    The one check of the domain, for every scheme: call it on positions (or on an
+    offset) before widening them to int64, so that ``uint64`` values from ``2**63``
+    are refused rather than wrapped to negative ones.
+
+    Args:
+        name: The argument's name, for the message (``"offset"``, ``"positions"``).
+        value: An int, or an integer tensor of any dtype. A tensor is read only
+            where that is free (on the CPU, eagerly: ``_runtime.readable``); on an
+            accelerator, under :func:`torch.compile` or a :mod:`torch.func`
+            transform it is not checked. Only int64 and uint64 tensors can hold
+            values outside the domain; narrower dtypes are never read.
+        count: ``value`` is the first of ``count`` consecutive positions (an
+            offset for ``count`` tokens): ``value + count - 1`` is checked too.
+            With ``count=0`` only ``value`` itself is.
+        relative: ``value`` holds relative positions (``key - query``), whose
+            domain is ``|r| < 2**63``: every int64 but ``-2**63``.
+
+    Raises:
+        ValueError: a value lies outside the domain; the message names it.
+    """
+    low, high = (-RELATIVE_MAX, RELATIVE_MAX) if relative else (POSITION_MIN, POSITION_MAX)
+    last = max(count, 1) - 1
+    if isinstance(value, Tensor):
+        if value.dtype not in (torch.int64, torch.uint64) or value.numel() == 0:
+            return
+        if not _runtime.readable(value):
+            return
+        wide = value.view(torch.int64)  # a uint64 from 2**63 reads as a negative int64
+        lo, hi = (int(v) for v in torch.aminmax(wide))
+        if value.dtype == torch.uint64 and lo < 0:
+            bad = lo + 2**64  # the smallest uint64 value from 2**63
+        elif lo < low:
+            bad = lo
+        elif hi + last > high:
+            bad = hi
+        else:
+            return
+        subject = f"{name} holds {bad}, which"
+    elif low <= value and value + last <= high:
+        return
+    else:
+        bad, subject = value, f"{name}={value}"
+    domain, why = (_RELATIVE, _RELATIVE_WHY) if relative else (_DOMAIN, _DOMAIN_WHY)
+    if last and low <= bad <= high:
+        raise ValueError(
+            f"{subject} puts positions outside {domain} for L={count} (the last at "
+            f"{bad + last}): {why}"
+        )
+    raise ValueError(f"{subject} is outside {domain}: {why}")
+
+
+def _check_device(name: str, t: Tensor, device: torch.device | None, *, scalar_ok: bool) -> None:
+    """``t`` is on ``device`` (the input's), or a 0-d CPU tensor where ``scalar_ok``."""
+    if device is None or t.device == device:
+        return
+    if scalar_ok and t.dim() == 0 and t.device.type == "cpu":
+        return  # torch's own rule: a 0-d CPU tensor goes with tensors on any device
+    raise ValueError(
+        f"{name} must be on the device of the input ({device}), got a tensor on {t.device}: "
+        f"move it with {name}.to({str(device)!r})"
+    )
+
+
+def _as_int64(name: str, t: object, what: str) -> Tensor:
+    """An integer tensor of any dtype, in the position domain, widened to int64.
+
+    Bool and floating tensors are refused; the domain is checked before the widening.
+    """
+    t = _checks.integer_tensor(name, t, what)
+    check_domain(name, t)
+    return t if t.dtype == torch.int64 else t.to(torch.int64)
+
+
+def _positions_tensor(
+    positions: object, offset: object, where: torch.device | None, shape_text: str
+) -> Tensor:
+    """``positions`` checked (no offset beside it, integer, on ``where``) and widened to int64."""
+    if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
+        raise ValueError(
+            "give either offset or positions, not both: add the offset to the positions"
+        )
+    _check_device(
+        "positions",
+        _checks.integer_tensor("positions", positions, shape_text),
+        where,
+        scalar_ok=False,
+    )
+    return _as_int64("positions", positions, shape_text)
+
+
+def resolve(
+    length: int,
+    *,
+    offset: int | Tensor = 0,
+    positions: Tensor | None = None,
+    batch: int | None = None,
+    device: torch.device | str | None = None,
+) -> Positions:
+    """Check ``offset``/``positions`` against an input and return its :class:`Positions`.
+
+    Every position lies in the position domain ``|p| < 2**62`` (see the module's
+    docstring): an int ``offset`` is checked always, tensors where reading them is
+    free (on the CPU, eagerly; :func:`check_domain`).
+
+    Args:
+        length: Number of tokens of the input, L: an int >= 0 (or a symbolic
+            size while :mod:`torch.export` traces).
+        offset: Position of the first token: an int, a 0-d integer tensor, or a
+            ``(B,)`` integer tensor (one per sequence). Token ``t`` sits at
+            ``offset + t``.
+        positions: Integer tensor ``(L,)`` or ``(B, L)``: the position of every
+            token. Excludes ``offset``.
+        batch: Batch size B of the input, or None for an unbatched input or an
+            accessor called without a batch (either takes only positions shared
+            by the batch: ``(L,)``, or ``(1, L)`` as Hugging Face's
+            ``position_ids``, returned as ``(L,)``). A per-sequence tensor may
+            have B rows, or 1 to share its row.
+        device: The input's device, or None to accept tensors on any device.
+            ``positions`` and ``offset`` must be on it (a 0-d CPU ``offset`` is
+            accepted too, as torch accepts 0-d CPU tensors with any device).
+
+    Returns:
+        The positions, with ``start`` set for an int or 0-d ``offset`` given
+        as an int, ``values`` (int64) otherwise.
+
+    Raises:
+        TypeError: ``length`` is not an int, ``offset`` is neither an int nor
+            an integer tensor, or ``positions`` is not an integer tensor (bool
+            and floating tensors are refused; every integer dtype is accepted).
+        ValueError: ``length`` is negative; both are given; a shape does not
+            match ``length`` and ``batch``; a tensor is on another device than
+            ``device``; a position lies outside the domain ``|p| < 2**62``.
+    """
+    length = _checks.length("length", length)
+    where = None if device is None else torch.device(device)
+    if positions is not None:
+        index = _positions_tensor(
+            positions, offset, where, "an integer tensor of shape (L,) or (B, L)"
+        )
+        if index.dim() not in (1, 2) or index.shape[-1] != length:
+            raise ValueError(
+                f"positions must have shape (L,) or (B, L) with L={length}, "
+                f"got shape {tuple(index.shape)}"
+            )
+        if index.dim() == 2 and not (batch is None and index.shape[0] == 1):
+            _check_rows("positions", tuple(index.shape), index.shape[0], batch)
+        elif index.dim() == 2:
+            index = index[0]  # one row and no batch: shared by every sequence, as (L,)
+        return Positions(length, None, index)
+    if isinstance(offset, Tensor):
+        start = _checks.integer_tensor(
+            "offset", offset, "an int or an integer tensor of shape () or (B,)"
+        )
+        _check_device("offset", start, where, scalar_ok=True)
+        check_domain("offset", start, count=length)
+        start = start if start.dtype == torch.int64 else start.to(torch.int64)
+        if where is not None and start.device != where:
+            start = start.to(where)  # a 0-d CPU offset, for an input elsewhere
+        steps = torch.arange(length, device=start.device)
+        if start.dim() == 0:
+            return Positions(length, None, start + steps)
+        if start.dim() != 1:
+            raise ValueError(
+                f"offset must be an int, a 0-d tensor or a (B,) tensor, "
+                f"got shape {tuple(start.shape)}"
+            )
+        if batch is None and start.shape[0] == 1:
+            return Positions(length, None, start[0] + steps)  # shared, as a 0-d offset
+        _check_rows("offset", tuple(start.shape), start.shape[0], batch)
+        return Positions(length, None, start.unsqueeze(-1) + steps)
+    if isinstance(offset, bool) or not isinstance(offset, int):
+        raise TypeError(
+            f"offset must be an int or an integer tensor, got {type(offset).__name__} "
+            f"{offset!r:.60}"
+        )
+    check_domain("offset", offset, count=length)
+    return Positions(length, offset, None)
+
+
+def _check_rows(name: str, shape: tuple[int, ...], rows: int, batch: int | None) -> None:
+    if batch is None:
+        shared = "(L,) or (1, L)" if name == "positions" else "() or (1,)"
+        raise ValueError(
+            f"{name} of shape {shape} gives one row per sequence, but there is no batch "
+            f"to match them (an unbatched input, or an accessor such as cos_sin called "
+            f"without batch=): give {name} of shape {shared}, shared by every sequence, "
+            f"or the batch size"
+        )
+    if rows not in (1, batch):
+        raise ValueError(
+            f"{name} of shape {shape} needs {rows} sequences, but the input has "
+            f"a batch of B={batch} (give B rows, or 1 to share it)"
+        )
