@@ -93,15 +93,12 @@ doctest_test_doctest_blocks = ""
 doctest_default_flags = (
     doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE | doctest.DONT_ACCEPT_TRUE_FOR_1
 )  # no IGNORE_EXCEPTION_DETAIL: error messages are part of what the pages show
-# The same seed and print options for every group; no names are left behind (torch is
-# deleted again), so a page that uses torch or math before importing them fails here,
-# as a reader's copy of its code would.
-doctest_global_setup = """
-import torch as _torch
-_torch.manual_seed(0)
-_torch.set_printoptions(profile="default")
-del _torch
-"""
+# No hidden setup: each page's blocks run as a reader copies them into a fresh
+# interpreter, so a page imports what it uses and seeds where its printed numbers
+# depend on random draws (``torch.manual_seed`` in its own blocks). Each page is one
+# group with a namespace of its own; what torch keeps between pages (the random
+# generator, the print options) is reset by the page that depends on it.
+doctest_global_setup = ""
 
 # -- Sphinx-gallery --------------------------------------------------------------
 sphinx_gallery_conf = {
