@@ -384,6 +384,30 @@ def add_srcset(app, pagename, templatename, context, doctree) -> None:  # type: 
     context["body"] = GALLERY_IMG.sub(with_srcset, body)
 
 
+# A gallery card's thumbnail, by the example's number: sphx_glr_plot_14_..._thumb.png.
+CARD_THUMB = re.compile(
+    r"<img\b[^>]*\bsrc=\"[^\"]*sphx_glr_plot_(?P<number>\d+)_\w*?_thumb\.png\"[^>]*>"
+)
+
+
+def number_cards(app, pagename, templatename, context, doctree) -> None:  # type: ignore[no-untyped-def]
+    """Put each gallery card's example number on its thumbnail.
+
+    The pages cite examples by number ("example 14"); the cards, which sphinx-gallery
+    writes as raw HTML, show only titles. The number is the file's (``plot_14_*``),
+    the same in every language.
+    """
+    body = context.get("body")
+    if not body or "sphx-glr-thumbcontainer" not in body:
+        return
+
+    def numbered(match: re.Match[str]) -> str:
+        number = int(match["number"])
+        return f'{match[0]}<span class="posenc-card-number">{number}</span>'
+
+    context["body"] = CARD_THUMB.sub(numbered, body)
+
+
 TABLE = re.compile(r"<table\b.*?</table>", re.DOTALL)
 CODE_TEXT = re.compile(r'(<span class="pre">)([^<]*)(</span>)')
 
@@ -406,6 +430,25 @@ def break_table_code(app, pagename, templatename, context, doctree) -> None:  # 
     context["body"] = TABLE.sub(lambda table: CODE_TEXT.sub(breakable, table[0]), body)
 
 
+def say_which_pass_ran_the_examples(app, exception) -> None:  # type: ignore[no-untyped-def]
+    """Follow Sphinx-Gallery's "no examples were executed" with the pass that ran them.
+
+    ``nox -s docs`` runs the examples in its HTML pass and builds the doctest pass
+    with ``-D plot_gallery=0``; the log of the second pass says so, rather than
+    seeming to say that no example ran at all.
+    """
+    from sphinx.util import logging
+
+    if exception is not None or str(app.config.plot_gallery).lower() not in ("0", "false"):
+        return
+    logging.getLogger("posenc-docs").info(
+        "Sphinx-Gallery's line above is about this %s pass only: the examples ran in "
+        "the HTML pass (sphinx-build -b html, the first step of nox -s docs), which "
+        "drew every figure the site shows.",
+        app.builder.name,
+    )
+
+
 def public_bases(app, name, obj, options, bases) -> None:  # type: ignore[no-untyped-def]
     """Show a private base of posenc's (``_tables.DerivedTables``) as what it derives from."""
     for i, base in enumerate(list(bases)):
@@ -418,9 +461,11 @@ def setup(app) -> None:  # type: ignore[no-untyped-def]
     _mathjax_source()  # fail early, before the examples run, if MathJax is missing
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", copy_figure_text)
+    app.connect("build-finished", say_which_pass_ran_the_examples)
     app.connect("doctree-read", check_code_lines)
     app.connect("html-page-context", add_srcset)
     app.connect("html-page-context", break_table_code)
+    app.connect("html-page-context", number_cards)
     app.connect("missing-reference", resolve_reexported)
     app.connect("autodoc-process-docstring", add_minigallery, priority=600)
     app.connect("autodoc-process-bases", public_bases)
