@@ -10,6 +10,7 @@ same seeds, so its figures are the same bytes each time.
 from __future__ import annotations
 
 import doctest
+import json
 import re
 import shutil
 import sys
@@ -408,6 +409,29 @@ def number_cards(app, pagename, templatename, context, doctree) -> None:  # type
     context["body"] = CARD_THUMB.sub(numbered, body)
 
 
+def wrap_panels(app, pagename, templatename, context, doctree) -> None:  # type: ignore[no-untyped-def]
+    """Put a gallery figure of many panels in a box of its own (``posenc-panels``).
+
+    On a phone, posenc.css shows such a figure wider than the column, in that box,
+    which scrolls sideways: shrunk to the column, six panels would each be a thumbnail.
+    The panels are counted when the example draws the figure (gallery_hooks).
+    """
+    from gallery_hooks import FIGURE_PANELS, PHONE_PANELS
+
+    body = context.get("body")
+    record = HERE / sphinx_gallery_conf["gallery_dirs"] / FIGURE_PANELS
+    if not body or "sphx_glr_" not in body or not record.is_file():
+        return
+    counts = json.loads(record.read_text(encoding="utf-8"))
+
+    def boxed(match: re.Match[str]) -> str:
+        if counts.get(f"{match['name']}.png", 0) < PHONE_PANELS:
+            return match[0]
+        return f'<span class="posenc-panels">{match[0]}</span>'
+
+    context["body"] = GALLERY_IMG.sub(boxed, body)
+
+
 TABLE = re.compile(r"<table\b.*?</table>", re.DOTALL)
 CODE_TEXT = re.compile(r'(<span class="pre">)([^<]*)(</span>)')
 
@@ -466,6 +490,7 @@ def setup(app) -> None:  # type: ignore[no-untyped-def]
     app.connect("html-page-context", add_srcset)
     app.connect("html-page-context", break_table_code)
     app.connect("html-page-context", number_cards)
+    app.connect("html-page-context", wrap_panels)
     app.connect("missing-reference", resolve_reexported)
     app.connect("autodoc-process-docstring", add_minigallery, priority=600)
     app.connect("autodoc-process-bases", public_bases)
