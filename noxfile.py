@@ -77,6 +77,8 @@ SPHINX_STRICT = ("-n", "-W", "--keep-going")
 def docs(session: nox.Session) -> None:
     """The English site in docs/_build/html/en, every gallery example run; the guide's doctests."""
     install(session, "docs")
+    # the comparison words and their check (docs/_ext/bench_results.py), in three languages
+    session.run("python", "-m", "doctest", "docs/_ext/bench_results.py")
     for path in DOCS_OUTPUTS:
         shutil.rmtree(path, ignore_errors=True)
     session.run(

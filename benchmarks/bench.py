@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import importlib.util
+import inspect
 import json
 import math
 import sys
@@ -274,6 +275,15 @@ def rotary(dtype: torch.dtype) -> Section | tuple[str, str]:
     floor = getattr(rotary_cases, "FLOOR", "floor")
     baseline = getattr(rotary_cases, "BASELINE", None)
     note = (rotary_cases.__doc__ or "").strip().splitlines()[0]
+    shape = {
+        k: v.default
+        for k, v in inspect.signature(rotary_cases.make_cases).parameters.items()
+        if k in ("batch", "heads", "length", "head_dim")
+    }
+    note += (
+        " q and k of (B, H, L, D) = ({batch}, {heads}, {length}, {head_dim}), each rotated"
+        " into a fresh tensor.".format(**shape)
+    )
     return Section.of(key, f"RoPE, {name}", floor, cases, baseline=baseline, note=note)
 
 

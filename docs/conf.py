@@ -10,6 +10,7 @@ same seeds, so its figures are the same bytes each time.
 from __future__ import annotations
 
 import doctest
+import json
 import re
 import shutil
 import sys
@@ -93,15 +94,12 @@ doctest_test_doctest_blocks = ""
 doctest_default_flags = (
     doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE | doctest.DONT_ACCEPT_TRUE_FOR_1
 )  # no IGNORE_EXCEPTION_DETAIL: error messages are part of what the pages show
-# The same seed and print options for every group; no names are left behind (torch is
-# deleted again), so a page that uses torch or math before importing them fails here,
-# as a reader's copy of its code would.
-doctest_global_setup = """
-import torch as _torch
-_torch.manual_seed(0)
-_torch.set_printoptions(profile="default")
-del _torch
-"""
+# No hidden setup: each page's blocks run as a reader copies them into a fresh
+# interpreter, so a page imports what it uses and seeds where its printed numbers
+# depend on random draws (``torch.manual_seed`` in its own blocks). Each page is one
+# group with a namespace of its own; what torch keeps between pages (the random
+# generator, the print options) is reset by the page that depends on it.
+doctest_global_setup = ""
 
 # -- Sphinx-gallery --------------------------------------------------------------
 sphinx_gallery_conf = {
@@ -387,6 +385,53 @@ def add_srcset(app, pagename, templatename, context, doctree) -> None:  # type: 
     context["body"] = GALLERY_IMG.sub(with_srcset, body)
 
 
+# A gallery card's thumbnail, by the example's number: sphx_glr_plot_14_..._thumb.png.
+CARD_THUMB = re.compile(
+    r"<img\b[^>]*\bsrc=\"[^\"]*sphx_glr_plot_(?P<number>\d+)_\w*?_thumb\.png\"[^>]*>"
+)
+
+
+def number_cards(app, pagename, templatename, context, doctree) -> None:  # type: ignore[no-untyped-def]
+    """Put each gallery card's example number on its thumbnail.
+
+    The pages cite examples by number ("example 14"); the cards, which sphinx-gallery
+    writes as raw HTML, show only titles. The number is the file's (``plot_14_*``),
+    the same in every language.
+    """
+    body = context.get("body")
+    if not body or "sphx-glr-thumbcontainer" not in body:
+        return
+
+    def numbered(match: re.Match[str]) -> str:
+        number = int(match["number"])
+        return f'{match[0]}<span class="posenc-card-number">{number}</span>'
+
+    context["body"] = CARD_THUMB.sub(numbered, body)
+
+
+def wrap_panels(app, pagename, templatename, context, doctree) -> None:  # type: ignore[no-untyped-def]
+    """Put a gallery figure of many panels in a box of its own (``posenc-panels``).
+
+    On a phone, posenc.css shows such a figure wider than the column, in that box,
+    which scrolls sideways: shrunk to the column, six panels would each be a thumbnail.
+    The panels are counted when the example draws the figure (gallery_hooks).
+    """
+    from gallery_hooks import FIGURE_PANELS, PHONE_PANELS
+
+    body = context.get("body")
+    record = HERE / sphinx_gallery_conf["gallery_dirs"] / FIGURE_PANELS
+    if not body or "sphx_glr_" not in body or not record.is_file():
+        return
+    counts = json.loads(record.read_text(encoding="utf-8"))
+
+    def boxed(match: re.Match[str]) -> str:
+        if counts.get(f"{match['name']}.png", 0) < PHONE_PANELS:
+            return match[0]
+        return f'<span class="posenc-panels">{match[0]}</span>'
+
+    context["body"] = GALLERY_IMG.sub(boxed, body)
+
+
 TABLE = re.compile(r"<table\b.*?</table>", re.DOTALL)
 CODE_TEXT = re.compile(r'(<span class="pre">)([^<]*)(</span>)')
 
@@ -409,6 +454,25 @@ def break_table_code(app, pagename, templatename, context, doctree) -> None:  # 
     context["body"] = TABLE.sub(lambda table: CODE_TEXT.sub(breakable, table[0]), body)
 
 
+def say_which_pass_ran_the_examples(app, exception) -> None:  # type: ignore[no-untyped-def]
+    """Follow Sphinx-Gallery's "no examples were executed" with the pass that ran them.
+
+    ``nox -s docs`` runs the examples in its HTML pass and builds the doctest pass
+    with ``-D plot_gallery=0``; the log of the second pass says so, rather than
+    seeming to say that no example ran at all.
+    """
+    from sphinx.util import logging
+
+    if exception is not None or str(app.config.plot_gallery).lower() not in ("0", "false"):
+        return
+    logging.getLogger("posenc-docs").info(
+        "Sphinx-Gallery's line above is about this %s pass only: the examples ran in "
+        "the HTML pass (sphinx-build -b html, the first step of nox -s docs), which "
+        "drew every figure the site shows.",
+        app.builder.name,
+    )
+
+
 def public_bases(app, name, obj, options, bases) -> None:  # type: ignore[no-untyped-def]
     """Show a private base of posenc's (``_tables.DerivedTables``) as what it derives from."""
     for i, base in enumerate(list(bases)):
@@ -421,9 +485,12 @@ def setup(app) -> None:  # type: ignore[no-untyped-def]
     _mathjax_source()  # fail early, before the examples run, if MathJax is missing
     app.connect("build-finished", copy_mathjax)
     app.connect("build-finished", copy_figure_text)
+    app.connect("build-finished", say_which_pass_ran_the_examples)
     app.connect("doctree-read", check_code_lines)
     app.connect("html-page-context", add_srcset)
     app.connect("html-page-context", break_table_code)
+    app.connect("html-page-context", number_cards)
+    app.connect("html-page-context", wrap_panels)
     app.connect("missing-reference", resolve_reexported)
     app.connect("autodoc-process-docstring", add_minigallery, priority=600)
     app.connect("autodoc-process-bases", public_bases)

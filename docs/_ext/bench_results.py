@@ -9,7 +9,17 @@ Every number the Performance page shows comes from the JSON file that
 - ``.. bench-chart:: KEY`` — one section's ratios to its floor as bars (HTML and CSS,
   no image), for the cases named in ``:cases:``, with ``:allocator:`` (``stable``);
 - ``:bench:`KEY CASE ALLOCATOR STAT``` — one figure inline, STAT being ``ms``,
-  ``range`` or ``floor`` (the ratio to the section's floor) or ``baseline``.
+  ``range`` or ``floor`` (the ratio to the section's floor) or ``baseline``;
+- ``:bench-vs:`NOUN <KEY CASE ALLOCATOR REF>``` — a comparison written from the
+  ratio, in the page's language: ``10% slower than NOUN (1.10× its time, stable
+  allocator)``, REF being ``floor`` or ``baseline``. NOUN is prose, translated
+  with the sentence; the comparison word, the percentage and the allocator come
+  from the number.
+
+No typed word may contradict a number: a sentence that holds a ratio (``:bench:``
+with ``floor`` or ``baseline``) and a comparison word of its language typed by
+hand (*faster* beside 1.10×, *slower* beside 0.60×) fails the build
+(:func:`check_comparison_words`).
 
 The file is ``bench_results_file`` in conf.py, relative to the docs directory.
 """
@@ -18,6 +28,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -28,6 +39,79 @@ from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
 ALLOCATOR_HEADS = {"default": "glibc defaults", "stable": "stable allocator"}
+
+#: Within this much of 1, a ratio is "as fast": the rounds' ranges are wider than that.
+SAME = 0.005
+
+#: The words of a comparison, by language: the allocator's name, and the clause for a
+#: ratio above 1, below 1 and within SAME of it (``{noun}``, ``{pct}`` in percent, the
+#: ratio ``{ratio}`` as the tables print it, ``{times}`` for ratios of 2 and more, and
+#: ``{allocator}``). Korean and Japanese name the allocator first and end the clause,
+#: in the style of their pages (plain -다 and です・ます), so a sentence ends with it.
+COMPARISONS: dict[str, dict[str, Any]] = {
+    "en": {
+        "allocators": {"default": "glibc's default allocator", "stable": "stable allocator"},
+        "slower": "{pct}% slower than {noun} ({ratio}× its time, {allocator})",
+        "much slower": "{times} times as slow as {noun} ({allocator})",
+        "faster": "{pct}% faster than {noun} ({ratio}× its time, {allocator})",
+        "same": "as fast as {noun} ({ratio}× its time, {allocator})",
+    },
+    "ko": {
+        "allocators": {"default": "glibc 기본 할당자", "stable": "안정 할당자 설정"},
+        "slower": "{allocator}에서는 {noun}보다 {pct}% 느리다(시간 {ratio}배)",
+        "much slower": "{allocator}에서는 {noun}보다 {times}배 느리다",
+        "faster": "{allocator}에서는 {noun}보다 {pct}% 빠르다(시간 {ratio}배)",
+        "same": "{allocator}에서는 {noun}만큼 빠르다(시간 {ratio}배)",
+    },
+    "ja": {
+        "allocators": {"default": "glibc 既定のアロケータ", "stable": "安定アロケータ設定"},
+        "slower": "{allocator}では、{noun}より {pct}% 遅くなります（所要時間 {ratio} 倍）",
+        "much slower": "{allocator}では、{noun}より {times} 倍遅くなります",
+        "faster": "{allocator}では、{noun}より {pct}% 速くなります（所要時間 {ratio} 倍）",
+        "same": "{allocator}では、{noun}と同じ速さです（所要時間 {ratio} 倍）",
+    },
+}
+
+#: Comparison words typed by hand, by language, with the direction each one claims
+#: (+1: takes longer, -1: takes less time). Checked against the sentence's ratios.
+TYPED_WORDS: dict[str, tuple[tuple[str, int], ...]] = {
+    "en": (
+        ("faster", -1), ("quicker", -1), ("less time", -1), ("outperform", -1),
+        ("slower", 1), ("more time", 1), ("slowdown", 1),
+    ),
+    "ko": (("빠르", -1), ("빠른", -1), ("빨라", -1), ("느리", 1), ("느린", 1), ("느려", 1)),
+    "ja": (("速い", -1), ("速く", -1), ("高速", -1), ("遅い", 1), ("遅く", 1)),
+}  # fmt: skip
+
+
+def comparison(noun: str, ratio: float, allocator: str, language: str) -> str:
+    """The clause that compares a candidate with NOUN, from its time ratio.
+
+    >>> comparison("the floor", 1.1036, "stable", "en")
+    '10% slower than the floor (1.10× its time, stable allocator)'
+    >>> comparison("the floor", 0.5966, "default", "en")
+    "40% faster than the floor (0.60× its time, glibc's default allocator)"
+    >>> comparison("the floor", 2.18, "stable", "en")
+    '2.2 times as slow as the floor (stable allocator)'
+    >>> comparison("하한", 1.1036, "stable", "ko")
+    '안정 할당자 설정에서는 하한보다 10% 느리다(시간 1.10배)'
+    >>> comparison("下限", 0.5966, "default", "ja")
+    'glibc 既定のアロケータでは、下限より 40% 速くなります（所要時間 0.60 倍）'
+    """
+    words = COMPARISONS.get(language, COMPARISONS["en"])
+    if abs(ratio - 1) < SAME:
+        kind = "same"
+    elif ratio >= 2:
+        kind = "much slower"
+    else:
+        kind = "slower" if ratio > 1 else "faster"
+    return words[kind].format(
+        noun=noun,
+        pct=f"{abs(ratio - 1) * 100:.0f}",
+        ratio=f"{ratio:.2f}",
+        times=f"{ratio:.1f}",
+        allocator=words["allocators"].get(allocator, allocator),
+    )
 
 
 def _load(env: Any) -> tuple[dict[str, Any], Path]:
@@ -248,7 +332,36 @@ class BenchRole(SphinxRole):
                 line=self.lineno,
             )
             return [nodes.problematic(self.rawtext, self.rawtext)], [message]
-        return [nodes.inline(text, text, classes=["bench-figure"])], []
+        node = nodes.inline(text, text, classes=["bench-figure"])
+        if stat in ("floor", "baseline"):
+            node["bench_ratio"] = case["allocators"][allocator][f"vs_{stat}"]
+        return [node], []
+
+
+class BenchCompareRole(SphinxRole):
+    """``:bench-vs:`NOUN <KEY CASE ALLOCATOR REF>``` — a comparison from one ratio."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        try:
+            noun, _, spec = self.text.rstrip(">").rpartition("<")
+            key, case_name, allocator, ref = spec.split()
+            if not noun.strip() or ref not in ("floor", "baseline"):
+                raise ValueError("NOUN <KEY CASE ALLOCATOR floor|baseline>")
+            results, _ = _load(self.env)
+            section = _section(results, key)
+            case = next(c for c in section["cases"] if c["name"] == case_name)
+            ratio = case["allocators"][allocator][f"vs_{ref}"]
+            if ratio is None:
+                raise ValueError(f"case {case_name!r} has no ratio to a baseline")
+            language = self.env.config.language or "en"
+            text = comparison(noun.strip(), ratio, allocator, language)
+        except (ValueError, KeyError, StopIteration) as exc:
+            message = self.inliner.reporter.error(
+                f"bench-vs: cannot read {self.text!r} from the saved run: {exc!r}",
+                line=self.lineno,
+            )
+            return [nodes.problematic(self.rawtext, self.rawtext)], [message]
+        return [nodes.inline(text, text, classes=["bench-figure", "bench-comparison"])], []
 
 
 class BenchInfoRole(SphinxRole):
@@ -270,6 +383,73 @@ class BenchInfoRole(SphinxRole):
         return [nodes.inline(text, text, classes=["bench-figure"])], []
 
 
+# A sentence ends at . or ; followed by a space, or at 。 or ；. Not at a colon: what
+# follows a colon is the sentence's own figure ("faster: 1.10× the time").
+SENTENCE_END = re.compile(r"(?<=[.;])\s+|(?<=[。；])")
+
+
+def contradictions(text: str, ratios: list[tuple[int, float]], language: str) -> list[str]:
+    """The typed comparison words of ``text`` that contradict a ratio of their sentence.
+
+    ``ratios`` are (offset in ``text``, ratio) pairs. A word claims a direction (faster:
+    less time); a sentence whose ratios all lie on the other side of 1 contradicts it.
+
+    >>> contradictions("It is faster than the floor: X the time.", [(29, 1.10)], "en")
+    ["'faster' beside 1.10×"]
+    >>> contradictions("It is slower: X the floor. It is faster.", [(14, 1.10)], "en")
+    []
+    >>> contradictions("이 층은 더 빠르다: X.", [(13, 0.60)], "ko")
+    []
+    """
+    found = []
+    start = 0
+    bounds = [m.start() for m in SENTENCE_END.finditer(text)] + [len(text)]
+    for end in bounds:
+        sentence = text[start:end].lower()
+        mine = [r for at, r in ratios if start <= at < end]
+        start = end
+        if not mine:
+            continue
+        for word, claim in TYPED_WORDS.get(language, TYPED_WORDS["en"]):
+            if word not in sentence:
+                continue
+            sides = {1 if r > 1 + SAME else -1 if r < 1 - SAME else 0 for r in mine}
+            if claim not in sides:
+                found.append(f"{word!r} beside " + ", ".join(f"{r:.2f}×" for r in mine))
+    return found
+
+
+def check_comparison_words(app: Sphinx, doctree: nodes.document) -> None:
+    """Fail the build (under -W) where a typed comparison word contradicts its ratio.
+
+    The words that :bench-vs: writes are not typed, and are not checked: they come
+    from the number. Each paragraph is read as text, with every ratio of ``:bench:``
+    at its place.
+    """
+    from sphinx.util import logging
+
+    log = logging.getLogger("posenc-docs")
+    language = app.config.language or "en"
+    for para in doctree.findall(nodes.paragraph):
+        text, ratios = "", []
+        for node in para.findall(nodes.Text):
+            parent = node.parent
+            if isinstance(parent, nodes.inline) and "bench-comparison" in parent["classes"]:
+                text += " " * len(node)  # written from the number, not typed
+                continue
+            if isinstance(parent, nodes.inline) and "bench_ratio" in parent:
+                ratios.append((len(text), float(parent["bench_ratio"])))
+            text += str(node)
+        if not ratios:
+            continue
+        for problem in contradictions(text, ratios, language):
+            log.warning(
+                "comparison word contradicts its number: %s (write it with :bench-vs:)",
+                problem,
+                location=para,
+            )
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("bench_results_file", "../benchmarks/results/cpu-2threads.json", "env")
     app.add_directive("bench-tables", BenchTables)
@@ -277,4 +457,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("bench-chart", BenchChart)
     app.add_role("bench", BenchRole())
     app.add_role("bench-info", BenchInfoRole())
+    app.add_role("bench-vs", BenchCompareRole())
+    app.connect("doctree-read", check_comparison_words)
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

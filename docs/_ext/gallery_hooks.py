@@ -18,6 +18,11 @@ MIN_PHONE_TEXT_PX = 7.0
 # The record of every figure's smallest text, read by docs/browser_check.py, which
 # measures how wide each figure is shown and so checks the text as displayed.
 FIGURE_TEXT = "figure_text.json"
+# How many panels (axes, colorbars aside) each figure has, read by docs/conf.py: a
+# figure of PHONE_PANELS or more is shown wider than a phone's column, in a box that
+# scrolls sideways, so that each panel stays readable.
+FIGURE_PANELS = "figure_panels.json"
+PHONE_PANELS = 6
 # Pages being rebuilt on their own schedule: the checks of code lines, figure text and
 # layout report what they find there without failing the build. Empty it once they
 # are rebuilt.
@@ -102,7 +107,7 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
 
     paths = block_vars["image_path_iterator"]
     done = len(paths)
-    measured = []
+    measured, panels = [], []
     for i, num in enumerate(plt.get_fignums()):
         fig = plt.figure(num)
         # for the translated sites, which draw it again with their labels
@@ -112,6 +117,7 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
         dpi = matplotlib.rcParams["savefig.dpi"]  # the resolution of the 1x image
         dpi = fig.dpi if dpi == "figure" else dpi
         measured.append(text_record(round(fig.get_figwidth() * dpi), points, dpi, sample))
+        panels.append(sum(1 for ax in fig.axes if ax.get_label() != "<colorbar>"))
     rst = matplotlib_scraper(block, block_vars, gallery_conf)
     # one record for the whole gallery, beside its index (the images are in one folder
     # per section)
@@ -143,4 +149,9 @@ def figure_scraper(block: Any, block_vars: dict[str, Any], gallery_conf: dict[st
                 MIN_PHONE_TEXT_PX,
             )  # fmt: skip
     record_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    panels_path = record_path.with_name(FIGURE_PANELS)
+    counts = json.loads(panels_path.read_text()) if panels_path.is_file() else {}
+    for path, count in zip(paths.paths[done:], panels, strict=True):
+        counts[Path(path).name] = count
+    panels_path.write_text(json.dumps(counts, indent=1, sort_keys=True) + "\n")
     return rst

@@ -332,9 +332,13 @@ body {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 0
 main {{ padding: 2rem; text-align: center; }}
 h1 {{ font-size: 1.6rem; margin: 0 0 1.5rem; }}
 ul {{ list-style: none; padding: 0; margin: 0; display: flex; flex-wrap: wrap; gap: 1rem;
-  justify-content: center; }}
-a {{ display: block; padding: .8rem 1.6rem; border: 1px solid #bbb; border-radius: .4rem;
-  color: inherit; text-decoration: none; font-size: 1.1rem; }}
+  justify-content: center; align-items: stretch; }}
+li {{ display: flex; }}
+/* A fixed line height: the Korean and Japanese names come from other fonts than the
+   English one, whose own line heights would make their buttons taller. */
+a {{ display: flex; align-items: center; padding: .8rem 1.6rem; border: 1px solid #bbb;
+  border-radius: .4rem; color: inherit; text-decoration: none; font-size: 1.1rem;
+  line-height: 1.5rem; }}
 a:hover, a:focus {{ border-color: #2962ff; color: #2962ff; }}
 @media (prefers-color-scheme: dark) {{ body {{ background: #131416; color: #ddd; }}
   a {{ border-color: #555; }} }}

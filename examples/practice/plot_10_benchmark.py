@@ -20,6 +20,7 @@ different ratio.
 # baseline follows the Annotated Transformer: the lookup, a multiplication by
 # ``sqrt(d_model)`` and the addition of the table, each into a new tensor.
 import math
+import os
 import statistics
 import time
 
@@ -73,9 +74,23 @@ def measure(runs, rounds=7, calls=5):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
+# %%
+# The machine's load is part of the result. The 1-minute load average (the
+# number of processes running or waiting for a core) is read before and after
+# the run: at or above the number of cores, other work shares the cores with
+# this script, every figure is slower, and the ratios mix that work in. A loaded
+# build can then show posenc slower than the Annotated-Transformer baseline,
+# which a quiet run of the same code does not; the :ref:`guide-performance` page
+# gives a run measured on a quiet machine.
 dtypes = [torch.float32, torch.bfloat16]
+load_before = os.getloadavg()[0]
 results = {dtype: measure(candidates(dtype)) for dtype in dtypes}
-print(f"B={B}, L={L}, D={D}, vocab {VOCAB}; {torch.get_num_threads()} threads")
+load_after = os.getloadavg()[0]
+cores = os.cpu_count() or 1
+busy = max(load_before, load_after) >= cores
+load = f"load average {load_before:.1f} -> {load_after:.1f} on {cores} cores"
+print(f"B={B}, L={L}, D={D}, vocab {VOCAB}; {torch.get_num_threads()} threads; {load}")
+print("a loaded machine: other work is in these figures" if busy else "a quiet machine")
 for dtype, medians in results.items():
     floor = medians["floor"]
     line = ", ".join(
@@ -104,5 +119,10 @@ for ax, dtype in zip(axes, dtypes, strict=True):
     ax.set_ylim(0, max(ratios) * 1.2)
 axes[0].set_ylabel("time / floor (lower is faster)", fontsize=10)
 axes[0].legend(loc="upper left", fontsize=10)
-fig.suptitle(f"Input layer, B={B}, L={L}, D={D}, measured on this machine", fontsize=12)
+state = "loaded" if busy else "quiet"
+fig.suptitle(
+    f"Input layer, B={B}, L={L}, D={D}, measured on this machine\n"
+    f"{load.replace('->', '→')} ({state})",
+    fontsize=11,
+)
 plt.show()

@@ -62,6 +62,7 @@ class Embeddings(nn.Module):
         B is the batch size, L the sequence length, D = ``d_model``.
 
     Example:
+        >>> from posenc import Embeddings
         >>> import torch
         >>> from posenc import PositionalEncoding
         >>> emb = Embeddings(512, 10_000)
@@ -165,6 +166,7 @@ class TokenAndPositionEmbedding(nn.Module):
         - output: ``(B, L, D)`` or ``(L, D)``, the dtype of the embedding weights
 
     Example:
+        >>> from posenc import TokenAndPositionEmbedding
         >>> import torch
         >>> from posenc import PositionalEncoding
         >>> layer = TokenAndPositionEmbedding(d_model=16, vocab=100)

@@ -97,6 +97,8 @@ def sincos_2d(
           the grid
 
     Example:
+        >>> import torch
+        >>> from posenc import sincos_2d
         >>> grid = sincos_2d(14, 14, 768)         # ViT-B/16 on 224 × 224 images
         >>> grid.shape, grid.dtype
         (torch.Size([196, 768]), torch.float32)

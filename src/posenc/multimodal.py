@@ -225,6 +225,8 @@ def multimodal_positions(
     Example:
         Two rows, the second left-padded, with an image each:
 
+        >>> import torch
+        >>> from posenc import multimodal_positions
         >>> types = torch.tensor([[0, 1, 1, 1, 1, 0, 0],
         ...                       [0, 0, 0, 1, 1, 1, 1]])
         >>> mask = torch.tensor([[1, 1, 1, 1, 1, 1, 1],

@@ -82,6 +82,7 @@ class PositionalEncoding(DerivedTables):
     Example:
         The buffer holds ``max_len`` rows and nothing is trained:
 
+        >>> from posenc import PositionalEncoding
         >>> import torch
         >>> pe = PositionalEncoding(d_model=512, dropout=0.0)
         >>> tuple(pe.pe.shape)
@@ -161,6 +162,7 @@ class PositionalEncoding(DerivedTables):
         leaves a float32 table, not a float16 one in float32 clothes.
 
         Example:
+            >>> from posenc import PositionalEncoding
             >>> import torch
             >>> with torch.device("meta"):
             ...     pe = PositionalEncoding(8, max_len=16)
@@ -231,6 +233,7 @@ class PositionalEncoding(DerivedTables):
                 ``batch``.
 
         Example:
+            >>> from posenc import PositionalEncoding
             >>> pe = PositionalEncoding(4)
             >>> rows = pe.encoding(2, offset=1)
             >>> rows
@@ -385,6 +388,7 @@ class LearnedPositionalEmbedding(nn.Module):
         - output: same shape and dtype as ``x``
 
     Example:
+        >>> from posenc import LearnedPositionalEmbedding
         >>> import torch
         >>> _ = torch.manual_seed(0)
         >>> learned = LearnedPositionalEmbedding(max_len=8, d_model=4)
@@ -448,6 +452,8 @@ class LearnedPositionalEmbedding(nn.Module):
                 ``forward`` checks it).
 
         Example:
+            >>> import torch
+            >>> from posenc import LearnedPositionalEmbedding
             >>> learned = LearnedPositionalEmbedding(max_len=8, d_model=4)
             >>> ids = torch.tensor([[0, 1, 2]])                  # GPT-2's position_ids
             >>> torch.equal(learned(ids), learned.weight[:3][None])

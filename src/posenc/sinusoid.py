@@ -83,6 +83,7 @@ def inverse_frequencies(
         Tensor of shape ``(ceil(d_model / 2),)`` and dtype float64.
 
     Example:
+        >>> from posenc import inverse_frequencies
         >>> import math
         >>> w = inverse_frequencies(512)
         >>> w.shape, w.dtype, w[0].item()
@@ -156,6 +157,8 @@ def sinusoidal_table(
         - output: ``(*, D)`` with D = ``d_model``
 
     Example:
+        >>> import torch
+        >>> from posenc import sinusoidal_table
         >>> t = sinusoidal_table(100, 20)
         >>> t.shape, t.dtype
         (torch.Size([100, 20]), torch.float32)

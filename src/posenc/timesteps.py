@@ -91,6 +91,8 @@ def timestep_embedding(
         - output: ``(*, dim)``
 
     Example:
+        >>> import torch
+        >>> from posenc import timestep_embedding
         >>> t = torch.tensor([0, 10, 999])
         >>> e = timestep_embedding(t, 8)
         >>> e.shape
