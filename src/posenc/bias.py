@@ -661,6 +661,58 @@ class RelativePositionBias(RelativeBias):
         out = values.movedim(-1, -3)
         return masked_after(out, relative_positions(q, k)) if causal and not plain else out
 
+    def unreached_buckets(self, length: int, *, causal: bool = False) -> list[int]:
+        """The buckets that no query-key pair of a sequence of ``length`` tokens uses.
+
+        Training on sequences of ``length`` tokens updates only the rows of the
+        table that their pairs look up; the other rows keep their initial values
+        and first enter the bias on longer sequences, untrained. With T5's
+        defaults (``num_buckets=32``, ``max_distance=128``) a decoder trained on
+        64 tokens never reaches buckets 27 to 31, which hold the distances 64 to
+        127 and beyond. Train with ``max_distance`` at most ``length`` (or
+        evaluate within it) to leave none.
+
+        This is a question for the training setup, not a warning at run time:
+        a short call (a decoding step, a short batch) does not mean the model
+        was trained short.
+
+        Args:
+            length: Number of tokens of the training sequences, L (positions
+                ``0 .. L - 1``, every query with every key).
+            causal: Count only the keys at or before the query, as a causal mask
+                (``causal=True``, :func:`~posenc.subsequent_mask`) leaves them.
+
+        Returns:
+            The bucket ids in ``[0, num_buckets)`` that no pair reaches, ascending.
+
+        Raises:
+            TypeError: ``length`` is not an int, or ``causal`` is not a bool.
+            ValueError: ``length < 1``.
+
+        Example:
+            >>> from posenc import RelativePositionBias
+            >>> decoder = RelativePositionBias(8, bidirectional=False)
+            >>> decoder.unreached_buckets(64, causal=True)
+            [27, 28, 29, 30, 31]
+            >>> decoder.unreached_buckets(128, causal=True)
+            []
+
+            Bidirectional, bucket ``num_buckets / 2`` is reached at no length: it
+            would hold the keys after the query at distance 0 (Mesh TensorFlow's
+            bucketing, which Hugging Face's T5 copies, has the same unused row).
+
+            >>> RelativePositionBias(8, max_distance=64).unreached_buckets(64)
+            [16]
+        """
+        length = _checks.positive_int("length", length)
+        causal = _checks.flag("causal", causal)
+        # Every distance from max_distance on shares the last bucket of its direction.
+        far = min(length - 1, self.max_distance)
+        relative = torch.arange(-far, 1 if causal else far + 1, dtype=torch.int64)
+        used = _buckets(relative, self.bidirectional, self._per_direction, self._starts)
+        reached = set(used.tolist())
+        return [b for b in range(self.num_buckets) if b not in reached]
+
     def _plain_table(self) -> bool:
         """Whether the table may be read without calling its module (no hook, no subclass)."""
         table = self.relative_attention_bias
@@ -791,4 +843,4 @@ class KERPLE(RelativeBias):
 
 def _at_least(r: Tensor, least: float) -> Tensor:
     """``max(r, least)``, with the gradient of ``r`` itself (as if clamped in place)."""
-    return r.clamp(min=least) + (r - r.detach())
+    return r.detach().clamp(min=least) + (r - r.detach())
