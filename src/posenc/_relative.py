@@ -230,10 +230,11 @@ class RelativeBias(nn.Module):
             batch: Batch size to check per-sequence arguments against; by
                 default the number of rows they have.
             dtype: Floating dtype of the result. Default: that of the module's
-                parameters (:class:`RelativePositionBias`, :class:`KERPLE`), or
-                :func:`torch.get_default_dtype` for :class:`ALiBi`, which has none.
+                parameters (:class:`~posenc.RelativePositionBias`,
+                :class:`~posenc.KERPLE`), or :func:`torch.get_default_dtype` for
+                :class:`~posenc.ALiBi`, which has none.
             device: Device of the result. Default: that of the module's
-                parameters; for :class:`ALiBi`, that of ``positions``,
+                parameters; for :class:`~posenc.ALiBi`, that of ``positions``,
                 ``key_positions`` or ``offset``, else torch's default device.
             causal: Whether to return the bias with ``-inf`` where the key comes
                 after the query (key position > query position, by the positions

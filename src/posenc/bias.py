@@ -211,7 +211,8 @@ class ALiBi(RelativeBias):
 
         For :func:`torch.nn.functional.scaled_dot_product_attention`,
         ``causal=True`` returns the bias with ``-inf`` where the key comes after
-        the query, the causal mask and the bias in one tensor (see :meth:`forward`):
+        the query, the causal mask and the bias in one tensor (see
+        :meth:`ALiBi.forward`):
 
         >>> alibi(2, 4, offset=2, causal=True)[0]
         tensor([[-0.1250, -0.0625,  0.0000,    -inf],
@@ -519,8 +520,8 @@ class RelativePositionBias(RelativeBias):
         >>> torch.equal(dec(1, 6, offset=5), dec(6)[:, 5:])
         True
 
-        ``causal=True`` gives SDPA its mask (see :meth:`forward`): the bias with
-        ``-inf`` where the key comes after the query.
+        ``causal=True`` gives SDPA its mask (see :meth:`RelativePositionBias.forward`):
+        the bias with ``-inf`` where the key comes after the query.
 
         >>> from torch.nn.functional import scaled_dot_product_attention as sdpa
         >>> from posenc import attention, subsequent_mask
