@@ -1,4 +1,4 @@
-r"""Relative position as an additive attention bias: ALiBi and T5's learned buckets.
+r"""Relative position as an additive attention bias: ALiBi, T5's learned buckets, KERPLE.
 
 Instead of adding a vector to each token, these schemes add a number to each
 attention score, one per head, that depends on how far the key is from the
@@ -13,11 +13,16 @@ the bias, so it is the same wherever the pair sits in the sequence.
   sorts each distance into one of ``num_buckets`` buckets
   (:func:`relative_position_bucket`) and learns one number per bucket and head
   (:class:`RelativePositionBias`).
+- KERPLE (Chi et al., 2022, *Kernelized Relative Positional Embedding for
+  Length Extrapolation*) learns two positive numbers per head of a logarithm:
+  ``bias[h, i, j] = -r1_h · log(1 + r2_h · |i - j|)`` (:class:`KERPLE`).
 
-Both modules take the lengths and the positions of the queries and of the
-keys, with the same ``offset`` and ``positions`` arguments as every scheme
-(:func:`posenc.positions.resolve`), and return a bias that
-:func:`~posenc.attention` adds to its scores:
+The modules share one base: they take the lengths and the positions of the
+queries and of the keys, with the same ``offset`` and ``positions`` arguments
+as every scheme (:func:`posenc.positions.resolve`), and return a bias that
+:func:`~posenc.attention` adds to its scores, or, with ``causal=True``, the
+additive mask that :func:`torch.nn.functional.scaled_dot_product_attention`
+takes:
 
 >>> import torch
 >>> from posenc import ALiBi, attention, subsequent_mask
