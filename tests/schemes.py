@@ -75,13 +75,17 @@ class Call(nn.Module):
 class QueryKey(nn.Module):
     """A bias module called with query and key positions, the tensors an export takes."""
 
-    def __init__(self, bias: nn.Module) -> None:
+    def __init__(self, bias: nn.Module, *, causal: bool = False) -> None:
         super().__init__()
         self.bias = bias
+        self.causal = causal
 
     def forward(self, positions: Tensor, key_positions: Tensor) -> Tensor:
         out: Tensor = self.bias(
-            positions.shape[-1], positions=positions, key_positions=key_positions
+            positions.shape[-1],
+            positions=positions,
+            key_positions=key_positions,
+            causal=self.causal,
         )
         return out
 
@@ -340,6 +344,13 @@ SCHEMES: list[Scheme] = [
         ((1, "Lq"), (1, "Lk")),
         omit=frozenset({"no_op_to"}),  # holds no tensor: nothing to keep
     ),
+    Scheme(  # the bias with -inf after the query, for SDPA: the mask in the distances
+        "ALiBi-causal",
+        lambda: QueryKey(posenc.ALiBi(HEADS), causal=True),
+        query_key,
+        ((1, "Lq"), (1, "Lk")),
+        omit=frozenset({"no_op_to"}),  # holds no tensor: nothing to keep
+    ),
     Scheme(
         "RelativePositionBias",
         lambda: QueryKey(posenc.RelativePositionBias(HEADS)),
@@ -353,6 +364,29 @@ SCHEMES: list[Scheme] = [
                 HEADS, bidirectional=False, num_buckets=16, max_distance=40
             )
         ),
+        query_key,
+        ((1, "Lq"), (1, "Lk")),
+    ),
+    Scheme(  # causal: keys after the query read an extra -inf row of the table
+        "RelativePositionBias-decoder-causal",
+        lambda: QueryKey(
+            posenc.RelativePositionBias(
+                HEADS, bidirectional=False, num_buckets=16, max_distance=40
+            ),
+            causal=True,
+        ),
+        query_key,
+        ((1, "Lq"), (1, "Lk")),
+    ),
+    Scheme(
+        "KERPLE",
+        lambda: QueryKey(posenc.KERPLE(HEADS)),
+        query_key,
+        ((1, "Lq"), (1, "Lk")),
+    ),
+    Scheme(  # with autograd the mask comes after the values, else in the distances
+        "KERPLE-causal",
+        lambda: QueryKey(posenc.KERPLE(HEADS), causal=True),
         query_key,
         ((1, "Lq"), (1, "Lk")),
     ),

@@ -16,10 +16,17 @@ References written here from the publications, sharing no code with posenc:
   ``mesh_tensorflow/transformer/transformer_layers.py``): half of the buckets
   of a direction hold one distance each, the rest are spaced logarithmically
   up to ``max_distance``. Evaluated below in exact rational arithmetic.
+* KERPLE: Chi, Fan, Ramadge and Rudnicky, "KERPLE: Kernelized Relative
+  Positional Embedding for Length Extrapolation" (NeurIPS 2022): the
+  logarithmic variant's bias ``-r1 · log(1 + r2 · |i - j|)`` with ``r1, r2 > 0``;
+  the authors' code (chijames/KERPLE, ``kerple_log``) clamps both to at least
+  ``1e-2`` before use. x-transformers has no KERPLE: the formula below, in
+  float64 with Python's ``math.log1p``, is the check.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -31,6 +38,7 @@ from hypothesis import strategies as st
 from reference import INTEGER_DTYPES, round_once
 
 from posenc import (
+    KERPLE,
     ALiBi,
     MultiHeadedAttention,
     RelativePositionBias,
@@ -221,6 +229,7 @@ BIAS_MODULES = [
         lambda: RelativePositionBias(4, bidirectional=False, num_buckets=8, max_distance=20),
         id="T5-decoder",
     ),
+    pytest.param(lambda: KERPLE(4), id="KERPLE"),
 ]
 
 
@@ -361,6 +370,97 @@ def test_forward_errors_name_the_argument(make, kwargs, error, match) -> None:  
     args = {"query_length": 3, **kwargs}
     with pytest.raises(error, match=match):
         module(**args)
+
+
+# --- causal=True: the bias and the causal mask in one tensor, for SDPA ------------------------
+
+
+def _masked_after(bias: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    """``bias`` with -inf where the key's position is after the query's (test's own rule)."""
+    after = k_pos.unsqueeze(-2) > q_pos.unsqueeze(-1)  # (Lq, Lk) or (B, Lq, Lk)
+    return bias.masked_fill(after.unsqueeze(-3), -math.inf)
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_causal_is_the_bias_with_minus_inf_after_the_query(make, dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    with torch.no_grad():
+        whole = module(9, dtype=dtype)
+        assert torch.equal(
+            module(9, dtype=dtype, causal=True),
+            _masked_after(whole, torch.arange(9), torch.arange(9)),
+        )
+        # a cache: 3 new queries at 6, 7, 8 over 9 keys
+        step = module(3, 9, offset=6, dtype=dtype, causal=True)
+        assert torch.equal(step, _masked_after(whole, torch.arange(9), torch.arange(9))[:, 6:])
+        # per-sequence positions (padding): the rule reads positions, not indices
+        p = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]])
+        got = module(5, positions=p, key_positions=p, dtype=dtype, causal=True)
+        want = _masked_after(module(5, positions=p, key_positions=p, dtype=dtype), p, p)
+        assert torch.equal(got, want)
+        assert got.dtype == dtype
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_causal_bias_in_sdpa_equals_attention_with_subsequent_mask(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    q, k, v = torch.randn(3, 2, 4, 6, 8, dtype=torch.float64).unbind()
+    with torch.no_grad():
+        mask = module(6, dtype=torch.float64, causal=True)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        want, _ = attention(q, k, v, mask=subsequent_mask(6), bias=module(6, dtype=torch.float64))
+    torch.testing.assert_close(out, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_causal_left_padded_sdpa_equals_unpadded_attention(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    lengths, width = [5, 2], 5
+    real = torch.zeros(2, width, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        real[b, width - n :] = True
+    q, k, v = (torch.randn(2, 4, width, 8, dtype=torch.float64) for _ in range(3))
+    p = positions_from_mask(real)
+    with torch.no_grad():
+        mask = module(width, positions=p, key_positions=p, dtype=torch.float64, causal=True)
+        mask = mask.masked_fill(~real[:, None, None, :], -math.inf)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        for b, n in enumerate(lengths):
+            keep = slice(width - n, width)
+            alone, _ = attention(
+                q[b, :, keep], k[b, :, keep], v[b, :, keep], mask=subsequent_mask(n),
+                bias=module(n, dtype=torch.float64),
+            )  # fmt: skip
+            torch.testing.assert_close(out[b, :, keep], alone, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["plain", "hooked-table"])
+def test_t5_causal_under_autograd_gives_the_gradient_of_the_masked_bias(hooked: bool) -> None:
+    # With a plain table the mask comes from the lookup (an extra row of -inf); with a hook
+    # on the table, from a mask applied after it. Values and gradients are the masked bias's.
+    t5 = RelativePositionBias(3, bidirectional=True, num_buckets=8, max_distance=20)
+    if hooked:
+        t5.relative_attention_bias.register_forward_hook(lambda module, args, out: None)
+    scores = torch.randn(3, 8, 8, dtype=torch.float64)
+    weight = t5.relative_attention_bias.weight
+    got = (scores + t5(8, causal=True, dtype=torch.float64)).softmax(-1)
+    (g,) = torch.autograd.grad(got.square().sum(), weight)
+    plain = t5(8, dtype=torch.float64)
+    want = (scores + _masked_after(plain, torch.arange(8), torch.arange(8))).softmax(-1)
+    (w,) = torch.autograd.grad(want.square().sum(), weight)
+    assert torch.equal(got, want)
+    torch.testing.assert_close(g, w, rtol=0, atol=1e-14)
+    assert torch.isfinite(g).all()
+    # buckets 4..7 hold the keys after the query, all masked: no gradient reaches them
+    assert torch.equal(g[4:], torch.zeros_like(g[4:]))
+    assert (g[:4] != 0).all()
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_causal_must_be_a_bool(make) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        make()(3, causal=1)
 
 
 # --- relative_position_bucket ---------------------------------------------------------------
@@ -529,6 +629,181 @@ def test_extra_repr() -> None:
     assert "n_heads=2, bidirectional=False, num_buckets=8, max_distance=20" in repr(
         RelativePositionBias(2, bidirectional=False, num_buckets=8, max_distance=20)
     )
+
+
+# --- T5: the buckets a training length never reaches ------------------------------------------
+
+
+@functools.cache
+def _bucket(r: int, bidirectional: bool, num_buckets: int, max_distance: int) -> int:
+    return t5_bucket_reference(r, bidirectional, num_buckets, max_distance)
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("length", [1, 2, 7, 20, 64, 129, 400])
+@pytest.mark.parametrize("causal", [False, True])
+def test_unreached_buckets_are_those_no_pair_of_the_length_uses(config, length, causal) -> None:  # type: ignore[no-untyped-def]
+    bidirectional, num_buckets, max_distance = config
+    t5 = RelativePositionBias(
+        1, bidirectional=bidirectional, num_buckets=num_buckets, max_distance=max_distance
+    )
+    # the relative positions j - i of the pairs of positions 0 .. L-1 (causal: j <= i)
+    pairs = range(-(length - 1), 1 if causal else length)
+    reached = {_bucket(r, bidirectional, num_buckets, max_distance) for r in pairs}
+    unreached = sorted(set(range(num_buckets)) - reached)
+    assert t5.unreached_buckets(length, causal=causal) == unreached
+
+
+def test_t5_decoder_at_64_tokens_never_trains_buckets_27_to_31() -> None:
+    # The trap of a decoder trained on 64 tokens with T5's default max_distance=128.
+    t5 = RelativePositionBias(2, bidirectional=False)
+    assert t5.unreached_buckets(64, causal=True) == [27, 28, 29, 30, 31]
+    scores = torch.randn(2, 64, 64)
+    (scores + t5(64, causal=True)).log_softmax(-1).sum().backward()
+    grad = t5.relative_attention_bias.weight.grad
+    assert grad is not None
+    untouched = (grad == 0).all(-1).nonzero().flatten().tolist()
+    assert untouched == [27, 28, 29, 30, 31]
+    assert (
+        RelativePositionBias(2, bidirectional=False, max_distance=64).unreached_buckets(
+            64, causal=True
+        )
+        == []
+    )
+
+
+def test_unreached_buckets_errors() -> None:
+    t5 = RelativePositionBias(2)
+    with pytest.raises(TypeError, match="length must be an int"):
+        t5.unreached_buckets(64.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="length must be a positive int"):
+        t5.unreached_buckets(0)
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        t5.unreached_buckets(4, causal=None)  # type: ignore[arg-type]
+
+
+# --- KERPLE ---------------------------------------------------------------------------------
+
+
+def kerple_reference(
+    r1: list[float], r2: list[float], q_pos: list[int], k_pos: list[int]
+) -> np.ndarray:
+    """(H, Lq, Lk) float64: -max(r1, 1e-2) log(1 + max(r2, 1e-2) |i - j|), Python's log1p."""
+    return np.array(
+        [
+            [[-max(a, 1e-2) * math.log1p(max(b, 1e-2) * abs(i - j)) for j in k_pos] for i in q_pos]
+            for a, b in zip(r1, r2, strict=True)
+        ]
+    )
+
+
+def _kerple(r1: list[float], r2: list[float], dtype: torch.dtype = torch.float64) -> KERPLE:
+    module = KERPLE(len(r1)).to(dtype)
+    with torch.no_grad():
+        module.r1.copy_(torch.tensor(r1, dtype=torch.float64))
+        module.r2.copy_(torch.tensor(r2, dtype=torch.float64))
+    return module
+
+
+R1, R2 = [0.5, 1.7, 3e-3, 1.0], [0.9, 0.01, 0.2, 1e-5]  # two below the clamp
+
+
+@pytest.mark.parametrize(("lq", "lk", "offset"), [(5, None, 0), (3, 9, 6), (1, 40, 39), (7, 4, 2)])
+def test_kerple_equals_the_paper_formula_in_float64(lq: int, lk: int | None, offset: int) -> None:
+    module = _kerple(R1, R2)
+    keys = lk if lk is not None else lq
+    q_pos = list(range(offset, offset + lq))
+    want = kerple_reference(R1, R2, q_pos, list(range(keys)))
+    with torch.no_grad():
+        got = module(lq, lk, offset=offset)
+    assert got.dtype == torch.float64
+    np.testing.assert_allclose(got.numpy(), want, rtol=5e-16, atol=0)  # 2 ulps: log1p, products
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_kerple_is_the_float64_bias_rounded_once(dtype: torch.dtype) -> None:
+    module = _kerple(R1, R2)
+    with torch.no_grad():
+        exact = module(300, dtype=torch.float64)
+        assert torch.equal(module(300, dtype=dtype), round_once(exact, dtype))
+
+
+def test_kerple_gradient_is_the_formulas_at_the_clamped_values() -> None:
+    # d/dr1 = -log(1 + r2 n), d/dr2 = -r1 n / (1 + r2 n), at r = max(r, 1e-2): the
+    # authors' clamp in place, then the gradient; here the stored values stay.
+    module = _kerple(R1, R2)
+    weights = torch.randn(4, 6, 6, dtype=torch.float64)
+    (module(6) * weights).sum().backward()
+    n = (torch.arange(6)[None, :] - torch.arange(6)[:, None]).abs().to(torch.float64)
+    r1 = torch.tensor(R1, dtype=torch.float64).clamp(min=1e-2)[:, None, None]
+    r2 = torch.tensor(R2, dtype=torch.float64).clamp(min=1e-2)[:, None, None]
+    want1 = (-torch.log1p(r2 * n) * weights).sum((-1, -2))
+    want2 = (-r1 * n / (1 + r2 * n) * weights).sum((-1, -2))
+    assert module.r1.grad is not None
+    assert module.r2.grad is not None
+    torch.testing.assert_close(module.r1.grad, want1, rtol=1e-13, atol=0)
+    torch.testing.assert_close(module.r2.grad, want2, rtol=1e-13, atol=0)
+    assert module.r1.tolist() == R1  # forward changed nothing
+    assert module.r2.tolist() == R2
+
+
+def test_kerple_causal_under_autograd_has_finite_gradients() -> None:
+    module = _kerple(R1, R2)
+    scores = torch.randn(4, 9, 9, dtype=torch.float64)
+    causal = (scores + module(9, causal=True)).softmax(-1)
+    (g1, g2) = torch.autograd.grad(causal.square().sum(), (module.r1, module.r2))
+    plain = module(9)
+    masked = plain.masked_fill(~subsequent_mask(9), -math.inf)
+    want = (scores + masked).softmax(-1)
+    (w1, w2) = torch.autograd.grad(want.square().sum(), (module.r1, module.r2))
+    assert torch.equal(causal, want)
+    assert torch.isfinite(g1).all()
+    assert torch.isfinite(g2).all()
+    torch.testing.assert_close((g1, g2), (w1, w2), rtol=1e-13, atol=1e-15)
+
+
+def test_kerple_parameters_dtype_device_and_state_dict() -> None:
+    module = KERPLE(3)
+    assert list(module.state_dict()) == ["r1", "r2"]
+    assert module.r1.shape == module.r2.shape == (3,)
+    assert ((module.r1 >= 0) & (module.r1 <= 2)).all()  # U(0, 2), the authors' init
+    assert ((module.r2 >= 0) & (module.r2 <= 1)).all()  # U(0, 1)
+    assert module(4).dtype == torch.float32
+    assert module.double()(4).dtype == torch.float64
+    assert module(4, dtype=torch.bfloat16).dtype == torch.bfloat16
+    assert repr(KERPLE(8)) == "KERPLE(n_heads=8)"
+    with pytest.raises(TypeError, match="n_heads must be an int"):
+        KERPLE(2.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="n_heads must be a positive int"):
+        KERPLE(0)
+
+
+PEAK = """
+import resource, torch
+from posenc import KERPLE
+torch.set_grad_enabled(False)
+kerple = KERPLE(4)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+out = kerple(2000, causal=True)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((after - before) * 1024 / (out.numel() * out.element_size()))
+"""
+
+
+def test_kerple_fills_by_blocks_below_twice_its_size() -> None:
+    # In a fresh process: the growth of the peak resident memory over one call, in units
+    # of the result; computed at once, the float64 temporaries would take 6 times it.
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, "-c", PEAK],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    assert float(run.stdout.strip()) < 2.0
 
 
 # --- attention(..., bias=) ------------------------------------------------------------------
