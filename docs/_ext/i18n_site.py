@@ -406,7 +406,27 @@ def search_language(code: str, name: str) -> type:
     return SearchCJK
 
 
+def visit_gallery_image(self: Any, node: Any) -> None:
+    """sphinx-gallery's HTML for a figure, with its alt text escaped.
+
+    sphinx-gallery writes the ``<img>`` tag of its ``image-sg`` node by hand and puts
+    the alt text (the figure's titles) in it as it is, so a title with a quote
+    (``layout="interleaved"``) ended the attribute early.
+    """
+    from sphinx_gallery.directives import visit_imgsg_html
+
+    alt = node["alt"]
+    node["alt"] = html.escape(alt, quote=True)
+    try:
+        visit_imgsg_html(self, node)
+    finally:
+        node["alt"] = alt
+
+
 def setup(app: Any) -> dict[str, Any]:
+    from sphinx_gallery.directives import depart_imgsg_html, imgsgnode
+
+    app.add_node(imgsgnode, override=True, html=(visit_gallery_image, depart_imgsg_html))
     app.add_search_language(search_language("ko", "Korean"))
     app.add_search_language(search_language("ja", "Japanese"))
     app.connect("source-read", localise_figures)
