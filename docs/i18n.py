@@ -285,7 +285,26 @@ def english_term(term: str) -> re.Pattern[str]:
 def problems(
     language: str, message: Message, rows: list[dict[str, str]], *, rest: bool = True
 ) -> Iterator[str]:
-    """What is wrong with one translated message (``rest``: the message is reST)."""
+    """What is wrong with one translated message (``rest``: the message is reST).
+
+    The glossary's drifting variants are refused, and a factor is not an argument:
+
+    >>> rows = glossary()
+    >>> def check(language, english, translated):
+    ...     return list(problems(language, Message(english, translated), rows))
+    >>> check("ko", "Its arguments.", "그 인수.")
+    ["glossary: '인수' is to be avoided, write '인자'", "glossary: 'argument' is '인자' here"]
+    >>> check("ko", "Its two factors.", "그 두 인수.")
+    []
+    >>> check("ja", "The pair index ``k``.", "ペア番号 ``k``。")
+    ["glossary: 'ペア' is to be avoided, write '組'", "glossary: 'ペア番号' is to be avoided, \
+write '組の番号'", "glossary: 'pair index' is '組の番号' here"]
+    >>> check("ja", "Token ids (default 0):", "トークン id (既定値は 0)：")
+    ["glossary: 'id' is to be avoided, write 'ID'", "half-width parenthesis in Japanese text, \
+write （…）: 'd ('", "ends with '：': a Japanese sentence ends with 。, before code too"]
+    >>> check("ja", "Token ids (default 0):", "トークン ID（既定値は 0）。")
+    []
+    """
     english, translated = message.id, message.string
     if not translated:
         yield "not translated"

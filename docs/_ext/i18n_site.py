@@ -77,6 +77,12 @@ NAME_SEPARATOR = {"ko": ", ", "ja": "、"}
 SWITCHER_LABEL = {"en": "Language", "ko": "언어", "ja": "言語"}
 
 FIGURE = re.compile(r"(?P<stem>sphx_glr_\w+?_\d{3}(?:_\d_\d\dx)?)\.png")
+THUMBNAIL = re.compile(r"(?P<stem>sphx_glr_\w+?_thumb)\.png")
+# A figure of an example page and its alt text, as sphinx-gallery writes them.
+FIGURE_ALT_LINE = re.compile(
+    r"(?P<head>\.\. image-sg:: \S*/(?P<stem>sphx_glr_\w+?_\d{3})(?:\.\w+)?\.png\n"
+    r"\s+:alt: )(?P<alt>[^\n]*)"
+)
 
 # -- Search in Korean and Japanese ------------------------------------------------
 # Neither language separates its words the way the search page splits a query: Korean
@@ -139,7 +145,8 @@ def _gallery_images(app: Any) -> Path:
 
 
 def localise_figures(app: Any, docname: str, source: list[str]) -> None:
-    """In a translation, show each gallery figure drawn in its language, if it was."""
+    """In a translation, show each gallery figure drawn in its language, if it was,
+    with its alt text in that language, and each card's thumbnail made from it."""
     language = app.config.language
     if language not in TRANSLATIONS or "sphx_glr_" not in source[0]:
         return
@@ -150,7 +157,20 @@ def localise_figures(app: Any, docname: str, source: list[str]) -> None:
         found = list(gallery.glob(f"*/images/{stem}.{language}.png"))
         return f"{stem}.{language}.png" if found else match.group(0)
 
-    source[0] = FIGURE.sub(swap, source[0])
+    def swap_thumbnail(match: re.Match[str]) -> str:
+        stem = match["stem"]
+        found = list(gallery.glob(f"*/images/thumb/{stem}.{language}.png"))
+        return f"{stem}.{language}.png" if found else match.group(0)
+
+    alt_path = gallery / f"figure_alt.{language}.json"
+    alt = json.loads(alt_path.read_text(encoding="utf-8")) if alt_path.is_file() else {}
+
+    def swap_alt(match: re.Match[str]) -> str:
+        translated = alt.get(f"{match['stem']}.png")
+        return match["head"] + translated if translated else match.group(0)
+
+    text = FIGURE_ALT_LINE.sub(swap_alt, source[0])
+    source[0] = THUMBNAIL.sub(swap_thumbnail, FIGURE.sub(swap, text))
 
 
 def add_notice(app: Any, doctree: Any) -> None:
