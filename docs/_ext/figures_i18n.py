@@ -200,6 +200,20 @@ class _MissingGlyphs(logging.Handler):
             self.found.append(record.getMessage())
 
 
+# Between two titles of a figure's alt text (sphinx-gallery joins the English ones with
+# ", "), in the reader's language.
+TITLE_SEPARATOR = {"ko": ", ", "ja": "、"}
+
+
+def alt_text(fig: Any, language: str) -> str:
+    """A figure's alt text as sphinx-gallery makes it, the suptitle and then every
+    axes' titles, in one line; joined as ``language`` writes a list."""
+    titles = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) else []
+    for ax in fig.axes:
+        titles += [ax.get_title(loc=loc) for loc in ("left", "center", "right")]
+    return TITLE_SEPARATOR[language].join(" ".join(t.split()) for t in titles if t)
+
+
 def _translate(
     auto_examples: Path,
     language: str,
@@ -209,7 +223,6 @@ def _translate(
     import matplotlib
     import matplotlib.pyplot as plt
     from gallery_hooks import FIGURE_TEXT, smallest_text, text_record
-    from sphinx_gallery.scrapers import _matplotlib_fig_titles
     from sphinx_gallery.utils import scale_image
 
     record: dict[str, Any] = {}
@@ -235,7 +248,7 @@ def _translate(
             _check_inside(fig, path.name.removesuffix(KEPT), language)
         width = round(fig.get_figwidth() * kept["dpi"])
         record[target.name] = text_record(width, points, kept["dpi"], sample)
-        alt[f"{stem}.png"] = " ".join(_matplotlib_fig_titles(fig).split())
+        alt[f"{stem}.png"] = alt_text(fig, language)
         if stem.endswith("_001"):  # the card's thumbnail, as sphinx-gallery makes it
             thumb = path.parent / "thumb" / f"{stem.removesuffix('_001')}_thumb.{language}.png"
             scale_image(str(target), str(thumb), *THUMBNAIL_SIZE)

@@ -194,6 +194,37 @@ def add_notice(app: Any, doctree: Any) -> None:
         section.insert(1, notice)  # after its title
 
 
+GALLERY_SECTION = re.compile(r"^auto_examples/\w+/index$")
+
+
+def gallery_headings(app: Any) -> dict[str, str]:
+    """English -> translated, for the section headings of the gallery's own page."""
+    from babel.messages.pofile import read_po
+
+    path = Path(app.srcdir) / "locales" / app.config.language / "LC_MESSAGES"
+    with (path / "auto_examples" / "index.po").open("rb") as file:
+        return {m.id: m.string for m in read_po(file) if isinstance(m.id, str) and m.string}
+
+
+def translate_section_titles(app: Any, doctree: Any) -> None:
+    """In a translation, a gallery section off the learner's path has, in the sidebar,
+    the name the gallery's page gives it (which translates its heading): its page
+    stays English, with its notice, but the two lists of sections read the same."""
+    from docutils import nodes
+
+    docname = app.env.docname
+    if (
+        app.config.language not in TRANSLATIONS
+        or docname in LEARNERS_PATH
+        or not GALLERY_SECTION.match(docname)
+    ):
+        return
+    title = app.env.titles.get(docname)
+    translated = gallery_headings(app).get(title.astext()) if title is not None else None
+    if translated:
+        app.env.titles[docname] = nodes.title(translated, translated)
+
+
 def language_links(pagename: str) -> list[tuple[str, str, str]]:
     """Each language's (code, name, relative link) to the same page."""
     up = "../" * (pagename.count("/") + 1)  # from this page to the languages' folder
@@ -451,6 +482,7 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_search_language(search_language("ja", "Japanese"))
     app.connect("source-read", localise_figures)
     app.connect("doctree-read", add_notice)
+    app.connect("doctree-read", translate_section_titles, priority=600)  # after the titles
     app.connect("html-page-context", add_switcher)
     app.connect("html-page-context", translate_cards)
     app.connect("build-finished", write_picker)
