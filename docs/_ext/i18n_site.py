@@ -221,8 +221,16 @@ def translate_section_titles(app: Any, doctree: Any) -> None:
         return
     title = app.env.titles.get(docname)
     translated = gallery_headings(app).get(title.astext()) if title is not None else None
-    if translated:
-        app.env.titles[docname] = nodes.title(translated, translated)
+    if not translated:
+        return
+    app.env.titles[docname] = nodes.title(translated, translated)
+    # A toctree entry without a title of its own shows the page's first heading, from
+    # the page's table of contents.
+    toc = app.env.tocs.get(docname)
+    for reference in toc.findall(nodes.reference) if toc is not None else ():
+        if not reference.get("anchorname"):
+            reference.children[:] = [nodes.Text(translated)]
+            break
 
 
 def language_links(pagename: str) -> list[tuple[str, str, str]]:
