@@ -285,7 +285,26 @@ def english_term(term: str) -> re.Pattern[str]:
 def problems(
     language: str, message: Message, rows: list[dict[str, str]], *, rest: bool = True
 ) -> Iterator[str]:
-    """What is wrong with one translated message (``rest``: the message is reST)."""
+    """What is wrong with one translated message (``rest``: the message is reST).
+
+    The glossary's drifting variants are refused, and a factor is not an argument:
+
+    >>> rows = glossary()
+    >>> def check(language, english, translated):
+    ...     return list(problems(language, Message(english, translated), rows))
+    >>> check("ko", "Its arguments.", "그 인수.")
+    ["glossary: '인수' is to be avoided, write '인자'", "glossary: 'argument' is '인자' here"]
+    >>> check("ko", "Its two factors.", "그 두 인수.")
+    []
+    >>> check("ja", "The pair index ``k``.", "ペア番号 ``k``。")
+    ["glossary: 'ペア' is to be avoided, write '組'", "glossary: 'ペア番号' is to be avoided, \
+write '組の番号'", "glossary: 'pair index' is '組の番号' here"]
+    >>> check("ja", "Token ids (default 0):", "トークン id (既定値は 0)：")
+    ["glossary: 'id' is to be avoided, write 'ID'", "half-width parenthesis in Japanese text, \
+write （…）: 'd ('", "ends with '：': a Japanese sentence ends with 。, before code too"]
+    >>> check("ja", "Token ids (default 0):", "トークン ID（既定値は 0）。")
+    []
+    """
     english, translated = message.id, message.string
     if not translated:
         yield "not translated"
@@ -301,6 +320,8 @@ def problems(
         yield from _numbers_and_terms(
             language, english, unicodedata.normalize("NFKC", translated), rows
         )
+        if language == "ja":
+            yield from japanese_style(translated)
         return
     if kept_markup(english) != kept_markup(translated):
         lost = sorted(set(kept_markup(english)) - set(kept_markup(translated)))
@@ -309,6 +330,35 @@ def problems(
     for piece in glued(translated):
         yield f"markup glued to the text (separate it with '\\ '): {piece!r}"
     yield from _numbers_and_terms(language, prose(english), translated, rows, prose(translated))
+    if language == "ja":
+        yield from japanese_style(prose(translated))
+
+
+UNLESS = re.compile(r"^(?P<variant>.+?)\s*\(unless:\s*(?P<term>[^()]+)\)$")
+# Code and formulas, which keep their own letters (``ids``, :math:`\mathrm{id}_t`).
+CODE_OR_MATH = re.compile(r"``.+?``|:math:`[^`]+`")
+
+
+def avoided_variants(cell: str) -> Iterator[tuple[re.Pattern[str], str, str | None]]:
+    """The glossary's avoid cell: (pattern, variant, the English term that allows it).
+
+    A variant in Latin letters is a whole word in its case; any other is found
+    anywhere. ``word (unless: term)`` is allowed where the English has ``term``.
+
+    >>> [(v, unless) for _, v, unless in avoided_variants("인수 (unless: factor); 항목")]
+    [('인수', 'factor'), ('항목', None)]
+    >>> pattern = next(avoided_variants("id"))[0]
+    >>> [bool(pattern.search(s)) for s in ("トークン id で", "トークン ID", "ids", "grid")]
+    [True, False, False, False]
+    """
+    for item in filter(None, (part.strip() for part in cell.split(";"))):
+        match = UNLESS.match(item)
+        variant, unless = (match["variant"], match["term"]) if match else (item, None)
+        if re.fullmatch(r"[A-Za-z ]+", variant):
+            pattern = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(variant)}(?![A-Za-z0-9_])")
+        else:
+            pattern = re.compile(re.escape(variant))
+        yield pattern, variant, unless
 
 
 def _numbers_and_terms(
@@ -321,7 +371,9 @@ def _numbers_and_terms(
     """Numbers of the English prose kept in the translation's; the glossary's terms.
 
     A term may be anywhere in the translation, in bold text too, where the translation
-    of a title in the English's quotes can be.
+    of a title in the English's quotes can be. An avoided variant is looked for outside
+    code and formulas, in a message that was translated (a formula copied as it is
+    keeps its letters).
     """
     numbers = sorted(NUMBER.findall(english))
     there = NUMBER.findall(translated if translated_prose is None else translated_prose)
@@ -329,18 +381,58 @@ def _numbers_and_terms(
     if missing:
         yield f"numbers dropped: {missing}"
     column = LANGUAGES[language]  # the glossary's column of that language, by its name
+    words = CODE_OR_MATH.sub(" ", translated) if GLUE.search(translated) else ""
     for row in rows:
         target = row[column]
-        for avoided in filter(None, (a.strip() for a in row[f"avoid ({language})"].split(";"))):
-            if avoided in translated:
+        for pattern, avoided, unless in avoided_variants(row[f"avoid ({language})"]):
+            if pattern.search(words) and not (unless and english_term(unless).search(english)):
                 yield f"glossary: {avoided!r} is to be avoided, write {target!r}"
         term = english_term(row["English"])
         if (
             row["checked"] == "yes"
             and term.search(english)
-            and target.split(" (")[0] not in translated
+            and re.split(r" \(|（", target)[0] not in translated
         ):
             yield f"glossary: {row['English']!r} is {target!r} here"
+
+
+# Kana and kanji: the Japanese letters a space separates from Latin letters and digits.
+JAPANESE = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+HALF_WIDTH_PAREN = re.compile(rf"(?:^|(?<=[\s{JAPANESE}]))\(|\([^()]*[{JAPANESE}][^()]*\)")
+TOUCHING = re.compile(rf"[A-Za-z0-9][{JAPANESE}]|[{JAPANESE}][A-Za-z0-9]")
+
+
+def japanese_style(text: str) -> Iterator[str]:
+    """Japanese punctuation in one style (locales/GLOSSARY.md): full-width parentheses
+    around Japanese text, 。 at the end, a space between Latin letters or digits and
+    Japanese. ``text`` is what is read as words (a reST message without its markup).
+
+    >>> list(japanese_style("位置 (既定値は 0) です。"))
+    ["half-width parenthesis in Japanese text, write （…）: '置 ('"]
+    >>> list(japanese_style("位置（既定値は 0）で、PE(p) と cos((p − q) ω_k) です。"))
+    []
+    >>> list(japanese_style("次のとおりです："))
+    ["ends with '：': a Japanese sentence ends with 。, before code too"]
+    >>> list(japanese_style("積2つと和 1 つ"))
+    ["no space between Latin letters or digits and Japanese, write '積 2': '積2'"]
+    """
+    if not re.search(f"[{JAPANESE}]", text):
+        return  # a formula or code copied as it is
+    for match in HALF_WIDTH_PAREN.finditer(text):
+        start = max(0, match.start() - 2)
+        yield (
+            "half-width parenthesis in Japanese text, write （…）: "
+            f"{text[start : match.start() + 1]!r}"
+        )
+    end = text.rstrip()[-1:]
+    if end in ("：", ":"):
+        yield f"ends with {end!r}: a Japanese sentence ends with 。, before code too"
+    for match in TOUCHING.finditer(text):
+        pair = match.group(0)
+        yield (
+            "no space between Latin letters or digits and Japanese, write "
+            f"{pair[0] + ' ' + pair[1]!r}: {text[max(0, match.start() - 1) : match.end()]!r}"
+        )
 
 
 def check(languages: Iterable[str]) -> None:

@@ -27,6 +27,14 @@ from i18n_site import CJK_RANGES
 CJK_FONT = {"ko": "Noto Sans CJK KR", "ja": "Noto Sans CJK JP"}
 LATIN_FONT = "DejaVu Sans"
 KEPT = ".figure.pickle"
+# Per language, the alt text of each translated figure (its translated titles, as
+# sphinx-gallery makes the English one from the English titles), by the English
+# figure's file name: ``auto_examples/figure_alt.<language>.json``.
+FIGURE_ALT = "figure_alt"
+# A gallery card's thumbnail is made from its example's first figure, at this size
+# (sphinx-gallery's default ``thumbnail_size``); the translated one from the
+# translated figure: ``images/thumb/sphx_glr_<example>_thumb.<language>.png``.
+THUMBNAIL_SIZE = (400, 280)
 # A text worth translating has a word in it once its formulas ($...$) are removed;
 # "0", "−1.0", "$10^{-3}$" and "2**20" are not.
 WORD = re.compile(r"[A-Za-z]{2,}")
@@ -192,6 +200,20 @@ class _MissingGlyphs(logging.Handler):
             self.found.append(record.getMessage())
 
 
+# Between two titles of a figure's alt text (sphinx-gallery joins the English ones with
+# ", "), in the reader's language.
+TITLE_SEPARATOR = {"ko": ", ", "ja": "、"}
+
+
+def alt_text(fig: Any, language: str) -> str:
+    """A figure's alt text as sphinx-gallery makes it, the suptitle and then every
+    axes' titles, in one line; joined as ``language`` writes a list."""
+    titles = [fig._suptitle.get_text()] if getattr(fig, "_suptitle", None) else []
+    for ax in fig.axes:
+        titles += [ax.get_title(loc=loc) for loc in ("left", "center", "right")]
+    return TITLE_SEPARATOR[language].join(" ".join(t.split()) for t in titles if t)
+
+
 def _translate(
     auto_examples: Path,
     language: str,
@@ -201,8 +223,10 @@ def _translate(
     import matplotlib
     import matplotlib.pyplot as plt
     from gallery_hooks import FIGURE_TEXT, smallest_text, text_record
+    from sphinx_gallery.utils import scale_image
 
     record: dict[str, Any] = {}
+    alt: dict[str, str] = {}
     family = [LATIN_FONT, CJK_FONT[language]]
     for path, kept in kept_figures(auto_examples, wanted):
         fig = kept["figure"]
@@ -224,7 +248,14 @@ def _translate(
             _check_inside(fig, path.name.removesuffix(KEPT), language)
         width = round(fig.get_figwidth() * kept["dpi"])
         record[target.name] = text_record(width, points, kept["dpi"], sample)
+        alt[f"{stem}.png"] = alt_text(fig, language)
+        if stem.endswith("_001"):  # the card's thumbnail, as sphinx-gallery makes it
+            thumb = path.parent / "thumb" / f"{stem.removesuffix('_001')}_thumb.{language}.png"
+            scale_image(str(target), str(thumb), *THUMBNAIL_SIZE)
         plt.close(fig)
+    (auto_examples / f"{FIGURE_ALT}.{language}.json").write_text(
+        json.dumps(alt, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
     (auto_examples / f"{Path(FIGURE_TEXT).stem}.{language}.json").write_text(
         json.dumps(record, indent=1, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8"
     )

@@ -77,6 +77,12 @@ NAME_SEPARATOR = {"ko": ", ", "ja": "、"}
 SWITCHER_LABEL = {"en": "Language", "ko": "언어", "ja": "言語"}
 
 FIGURE = re.compile(r"(?P<stem>sphx_glr_\w+?_\d{3}(?:_\d_\d\dx)?)\.png")
+THUMBNAIL = re.compile(r"(?P<stem>sphx_glr_\w+?_thumb)\.png")
+# A figure of an example page and its alt text, as sphinx-gallery writes them.
+FIGURE_ALT_LINE = re.compile(
+    r"(?P<head>\.\. image-sg:: \S*/(?P<stem>sphx_glr_\w+?_\d{3})(?:\.\w+)?\.png\n"
+    r"\s+:alt: )(?P<alt>[^\n]*)"
+)
 
 # -- Search in Korean and Japanese ------------------------------------------------
 # Neither language separates its words the way the search page splits a query: Korean
@@ -139,7 +145,8 @@ def _gallery_images(app: Any) -> Path:
 
 
 def localise_figures(app: Any, docname: str, source: list[str]) -> None:
-    """In a translation, show each gallery figure drawn in its language, if it was."""
+    """In a translation, show each gallery figure drawn in its language, if it was,
+    with its alt text in that language, and each card's thumbnail made from it."""
     language = app.config.language
     if language not in TRANSLATIONS or "sphx_glr_" not in source[0]:
         return
@@ -150,7 +157,20 @@ def localise_figures(app: Any, docname: str, source: list[str]) -> None:
         found = list(gallery.glob(f"*/images/{stem}.{language}.png"))
         return f"{stem}.{language}.png" if found else match.group(0)
 
-    source[0] = FIGURE.sub(swap, source[0])
+    def swap_thumbnail(match: re.Match[str]) -> str:
+        stem = match["stem"]
+        found = list(gallery.glob(f"*/images/thumb/{stem}.{language}.png"))
+        return f"{stem}.{language}.png" if found else match.group(0)
+
+    alt_path = gallery / f"figure_alt.{language}.json"
+    alt = json.loads(alt_path.read_text(encoding="utf-8")) if alt_path.is_file() else {}
+
+    def swap_alt(match: re.Match[str]) -> str:
+        translated = alt.get(f"{match['stem']}.png")
+        return match["head"] + translated if translated else match.group(0)
+
+    text = FIGURE_ALT_LINE.sub(swap_alt, source[0])
+    source[0] = THUMBNAIL.sub(swap_thumbnail, FIGURE.sub(swap, text))
 
 
 def add_notice(app: Any, doctree: Any) -> None:
@@ -172,6 +192,45 @@ def add_notice(app: Any, doctree: Any) -> None:
         doctree.insert(0, notice)
     else:
         section.insert(1, notice)  # after its title
+
+
+GALLERY_SECTION = re.compile(r"^auto_examples/\w+/index$")
+
+
+def gallery_headings(app: Any) -> dict[str, str]:
+    """English -> translated, for the section headings of the gallery's own page."""
+    from babel.messages.pofile import read_po
+
+    path = Path(app.srcdir) / "locales" / app.config.language / "LC_MESSAGES"
+    with (path / "auto_examples" / "index.po").open("rb") as file:
+        return {m.id: m.string for m in read_po(file) if isinstance(m.id, str) and m.string}
+
+
+def translate_section_titles(app: Any, doctree: Any) -> None:
+    """In a translation, a gallery section off the learner's path has, in the sidebar,
+    the name the gallery's page gives it (which translates its heading): its page
+    stays English, with its notice, but the two lists of sections read the same."""
+    from docutils import nodes
+
+    docname = app.env.docname
+    if (
+        app.config.language not in TRANSLATIONS
+        or docname in LEARNERS_PATH
+        or not GALLERY_SECTION.match(docname)
+    ):
+        return
+    title = app.env.titles.get(docname)
+    translated = gallery_headings(app).get(title.astext()) if title is not None else None
+    if not translated:
+        return
+    app.env.titles[docname] = nodes.title(translated, translated)
+    # A toctree entry without a title of its own shows the page's first heading, from
+    # the page's table of contents.
+    toc = app.env.tocs.get(docname)
+    for reference in toc.findall(nodes.reference) if toc is not None else ():
+        if not reference.get("anchorname"):
+            reference.children[:] = [nodes.Text(translated)]
+            break
 
 
 def language_links(pagename: str) -> list[tuple[str, str, str]]:
@@ -410,11 +469,32 @@ def search_language(code: str, name: str) -> type:
     return SearchCJK
 
 
+def visit_gallery_image(self: Any, node: Any) -> None:
+    """sphinx-gallery's HTML for a figure, with its alt text escaped.
+
+    sphinx-gallery writes the ``<img>`` tag of its ``image-sg`` node by hand and puts
+    the alt text (the figure's titles) in it as it is, so a title with a quote
+    (``layout="interleaved"``) ended the attribute early.
+    """
+    from sphinx_gallery.directives import visit_imgsg_html
+
+    alt = node["alt"]
+    node["alt"] = html.escape(alt, quote=True)
+    try:
+        visit_imgsg_html(self, node)
+    finally:
+        node["alt"] = alt
+
+
 def setup(app: Any) -> dict[str, Any]:
+    from sphinx_gallery.directives import depart_imgsg_html, imgsgnode
+
+    app.add_node(imgsgnode, override=True, html=(visit_gallery_image, depart_imgsg_html))
     app.add_search_language(search_language("ko", "Korean"))
     app.add_search_language(search_language("ja", "Japanese"))
     app.connect("source-read", localise_figures)
     app.connect("doctree-read", add_notice)
+    app.connect("doctree-read", translate_section_titles, priority=600)  # after the titles
     app.connect("html-page-context", add_switcher)
     app.connect("html-page-context", translate_cards)
     app.connect("build-finished", write_picker)

@@ -7,7 +7,9 @@ and sines all in single precision. The frequency and then the angle
 :math:`pos \cdot \omega_k` are rounded to a relative :math:`2^{-24}`, an
 absolute error that grows with the position, and the sine inherits it. posenc
 computes in float64 and rounds once, so its float32 table stays within
-:math:`3 \times 10^{-8}` of the exact values at any position.
+:math:`3 \times 10^{-8}` of the exact values at every position
+:math:`|p| < 2^{31}`, the domain of its proof (past it the bound grows with
+:math:`|p|`). The figure goes up to :math:`2^{20}`.
 
 Explained in :ref:`guide-precision`.
 """

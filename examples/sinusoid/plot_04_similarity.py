@@ -41,11 +41,12 @@ print(
 )
 
 # %%
-# Along each diagonal :math:`q = p + k` the value must be constant. The largest
+# Along each diagonal :math:`q = p + m`, for each offset :math:`m`, the value must
+# be constant. The largest
 # deviation from the diagonal's first entry, over all offsets, is at rounding
 # level; the matrix is also symmetric.
 deviation = max(
-    (sim.diagonal(k) - sim.diagonal(k)[0]).abs().max().item() for k in range(n)
+    (sim.diagonal(m) - sim.diagonal(m)[0]).abs().max().item() for m in range(n)
 )
 print(f"max deviation along diagonals: {deviation:.1e}")
 print("symmetric:", torch.allclose(sim, sim.T, rtol=0, atol=1e-12))
