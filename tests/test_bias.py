@@ -363,6 +363,97 @@ def test_forward_errors_name_the_argument(make, kwargs, error, match) -> None:  
         module(**args)
 
 
+# --- causal=True: the bias and the causal mask in one tensor, for SDPA ------------------------
+
+
+def _masked_after(bias: torch.Tensor, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+    """``bias`` with -inf where the key's position is after the query's (test's own rule)."""
+    after = k_pos.unsqueeze(-2) > q_pos.unsqueeze(-1)  # (Lq, Lk) or (B, Lq, Lk)
+    return bias.masked_fill(after.unsqueeze(-3), -math.inf)
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_causal_is_the_bias_with_minus_inf_after_the_query(make, dtype: torch.dtype) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    with torch.no_grad():
+        whole = module(9, dtype=dtype)
+        assert torch.equal(
+            module(9, dtype=dtype, causal=True),
+            _masked_after(whole, torch.arange(9), torch.arange(9)),
+        )
+        # a cache: 3 new queries at 6, 7, 8 over 9 keys
+        step = module(3, 9, offset=6, dtype=dtype, causal=True)
+        assert torch.equal(step, _masked_after(whole, torch.arange(9), torch.arange(9))[:, 6:])
+        # per-sequence positions (padding): the rule reads positions, not indices
+        p = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]])
+        got = module(5, positions=p, key_positions=p, dtype=dtype, causal=True)
+        want = _masked_after(module(5, positions=p, key_positions=p, dtype=dtype), p, p)
+        assert torch.equal(got, want)
+        assert got.dtype == dtype
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_causal_bias_in_sdpa_equals_attention_with_subsequent_mask(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    q, k, v = torch.randn(3, 2, 4, 6, 8, dtype=torch.float64).unbind()
+    with torch.no_grad():
+        mask = module(6, dtype=torch.float64, causal=True)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        want, _ = attention(q, k, v, mask=subsequent_mask(6), bias=module(6, dtype=torch.float64))
+    torch.testing.assert_close(out, want, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_causal_left_padded_sdpa_equals_unpadded_attention(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    lengths, width = [5, 2], 5
+    real = torch.zeros(2, width, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        real[b, width - n :] = True
+    q, k, v = (torch.randn(2, 4, width, 8, dtype=torch.float64) for _ in range(3))
+    p = positions_from_mask(real)
+    with torch.no_grad():
+        mask = module(width, positions=p, key_positions=p, dtype=torch.float64, causal=True)
+        mask = mask.masked_fill(~real[:, None, None, :], -math.inf)
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        for b, n in enumerate(lengths):
+            keep = slice(width - n, width)
+            alone, _ = attention(
+                q[b, :, keep], k[b, :, keep], v[b, :, keep], mask=subsequent_mask(n),
+                bias=module(n, dtype=torch.float64),
+            )  # fmt: skip
+            torch.testing.assert_close(out[b, :, keep], alone, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("hooked", [False, True], ids=["plain", "hooked-table"])
+def test_t5_causal_under_autograd_gives_the_gradient_of_the_masked_bias(hooked: bool) -> None:
+    # With a plain table the mask comes from the lookup (an extra row of -inf); with a hook
+    # on the table, from a mask applied after it. Values and gradients are the masked bias's.
+    t5 = RelativePositionBias(3, bidirectional=True, num_buckets=8, max_distance=20)
+    if hooked:
+        t5.relative_attention_bias.register_forward_hook(lambda module, args, out: None)
+    scores = torch.randn(3, 8, 8, dtype=torch.float64)
+    weight = t5.relative_attention_bias.weight
+    got = (scores + t5(8, causal=True, dtype=torch.float64)).softmax(-1)
+    (g,) = torch.autograd.grad(got.square().sum(), weight)
+    plain = t5(8, dtype=torch.float64)
+    want = (scores + _masked_after(plain, torch.arange(8), torch.arange(8))).softmax(-1)
+    (w,) = torch.autograd.grad(want.square().sum(), weight)
+    assert torch.equal(got, want)
+    torch.testing.assert_close(g, w, rtol=0, atol=1e-14)
+    assert torch.isfinite(g).all()
+    # buckets 4..7 hold the keys after the query, all masked: no gradient reaches them
+    assert torch.equal(g[4:], torch.zeros_like(g[4:]))
+    assert (g[:4] != 0).all()
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_causal_must_be_a_bool(make) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        make()(3, causal=1)
+
+
 # --- relative_position_bucket ---------------------------------------------------------------
 
 CONFIGS = [(True, 32, 128), (False, 32, 128), (True, 8, 20), (False, 6, 7), (True, 64, 1000)]

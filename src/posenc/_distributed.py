@@ -323,6 +323,7 @@ def bias_positions(forward: F) -> F:
         batch: Any = None,
         dtype: Any = None,
         device: Any = None,
+        causal: Any = False,
     ) -> Any:
         kwargs = {
             "offset": offset,
@@ -331,6 +332,7 @@ def bias_positions(forward: F) -> F:
             "batch": batch,
             "dtype": dtype,
             "device": device,
+            "causal": causal,
         }
         if not (is_dtensor(positions) or is_dtensor(key_positions) or is_dtensor(offset)):
             return forward(self, query_length, key_length, **kwargs)

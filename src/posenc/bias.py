@@ -41,6 +41,7 @@ Above the diagonal (keys after the query) the causal bias keeps the line
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar, cast
 
@@ -353,6 +354,7 @@ class ALiBi(nn.Module):
         batch: int | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
+        causal: bool = False,
     ) -> Tensor:
         """The bias of ``query_length`` queries over ``key_length`` keys.
 
@@ -375,13 +377,47 @@ class ALiBi(nn.Module):
             device: Device of the result (default: that of ``positions``,
                 ``key_positions`` or ``offset``, else torch's default device,
                 the CPU unless set).
+            causal: Whether to return the bias with ``-inf`` where the key comes
+                after the query (key position > query position, by the positions
+                above, so offsets, caches and padding positions count): the
+                additive mask :func:`torch.nn.functional.scaled_dot_product_attention`
+                takes as ``attn_mask``, bias and causal mask in one tensor.
 
         Returns:
             ``(H, L_q, L_k)``, or ``(B, H, L_q, L_k)`` for per-sequence positions.
 
+        Example:
+            One call gives SDPA its mask; ask for the dtype of the queries. It
+            is the attention of the bias with the causal mask:
+
+            >>> import torch
+            >>> from torch.nn.functional import scaled_dot_product_attention as sdpa
+            >>> from posenc import ALiBi, attention, subsequent_mask
+            >>> alibi = ALiBi(n_heads=4)
+            >>> alibi(3, causal=True)[0]
+            tensor([[ 0.0000,    -inf,    -inf],
+                    [-0.2500,  0.0000,    -inf],
+                    [-0.5000, -0.2500,  0.0000]])
+            >>> q, k, v = torch.randn(3, 2, 4, 5, 8).unbind()  # (B, H, L, d_k) each
+            >>> out = sdpa(q, k, v, attn_mask=alibi(5, causal=True, dtype=q.dtype))
+            >>> want, _ = attention(q, k, v, mask=subsequent_mask(5), bias=alibi(5))
+            >>> torch.allclose(out, want, atol=1e-6)
+            True
+
+            With a cache of 3 keys, 2 new queries at 3 and 4 see keys 0 .. 3 and 0 .. 4:
+
+            >>> alibi(2, 5, offset=3, causal=True)[0]
+            tensor([[-0.7500, -0.5000, -0.2500,  0.0000,    -inf],
+                    [-1.0000, -0.7500, -0.5000, -0.2500,  0.0000]])
+
+            Padding keys sit at real positions too: remove them with the padding
+            mask, e.g. ``bias.masked_fill(~mask[:, None, None, :], -inf)``. A row
+            whose every key is masked gives SDPA no key to attend to (NaN).
+
         Raises:
             TypeError: a length is not an int, a position argument is not
-                integer, or ``dtype`` is not a floating dtype.
+                integer, ``dtype`` is not a floating dtype, or ``causal`` is not
+                a bool.
             ValueError: a length is negative, both ``offset`` and ``positions``
                 are given, or a shape does not match its length or the batch.
         """
@@ -395,17 +431,19 @@ class ALiBi(nn.Module):
         )
         shape = (*rows, self.n_heads, q.shape[-1], k.shape[-1])
         slopes = torch.tensor(self._slopes, dtype=torch.float64, device=work)
+        causal = _checks.flag("causal", causal)
 
         def bias(relative: Tensor) -> Tensor:
-            if self.symmetric:
-                relative = -relative.abs()
-            line = relative.unsqueeze(-3).to(torch.float64) * slopes[:, None, None]
+            distance = (-relative.abs() if self.symmetric else relative).to(torch.float64)
+            if causal:  # -inf times a positive slope: -inf, in the (r, c) distances only
+                distance.masked_fill_(relative > 0, -math.inf)
+            line = distance.unsqueeze(-3) * slopes[:, None, None]
             return round_once(line, out_dtype)
 
         # Per pair: int64 distances and their float64 copy, and per head the float64
         # product and the rounding's temporaries (about 40 bytes for 2-byte dtypes).
         rounding = 8 + (40 if out_dtype.itemsize < 4 else out_dtype.itemsize)
-        per_pair = 24 + self.n_heads * rounding
+        per_pair = 24 + causal + self.n_heads * rounding  # causal: a bool a pair
         blocks = _blockable(out_device)
         result = self.n_heads * out_dtype.itemsize
         _runtime.allocation(
@@ -719,6 +757,7 @@ class RelativePositionBias(nn.Module):
         batch: int | None = None,
         dtype: torch.dtype | None = None,
         device: torch.device | str | None = None,
+        causal: bool = False,
     ) -> Tensor:
         """The bias of ``query_length`` queries over ``key_length`` keys.
 
@@ -736,13 +775,34 @@ class RelativePositionBias(nn.Module):
             batch: Batch size to check per-sequence arguments against.
             dtype: Floating dtype of the result (default: the table's).
             device: Device of the result (default: the table's).
+            causal: Whether to return the bias with ``-inf`` where the key comes
+                after the query (key position > query position), ready for
+                :func:`torch.nn.functional.scaled_dot_product_attention`'s
+                ``attn_mask``, as :meth:`ALiBi.forward` does.
 
         Returns:
             ``(H, L_q, L_k)``, or ``(B, H, L_q, L_k)`` for per-sequence positions.
 
+        Example:
+            >>> import torch
+            >>> from torch.nn.functional import scaled_dot_product_attention as sdpa
+            >>> from posenc import RelativePositionBias, attention, subsequent_mask
+            >>> t5 = RelativePositionBias(n_heads=2, bidirectional=False)
+            >>> q, k, v = torch.randn(3, 1, 2, 4, 8).unbind()  # (B, H, L, d_k) each
+            >>> with torch.no_grad():
+            ...     out = sdpa(q, k, v, attn_mask=t5(4, causal=True))
+            ...     want, _ = attention(q, k, v, mask=subsequent_mask(4), bias=t5(4))
+            >>> torch.allclose(out, want, atol=1e-5)
+            True
+            >>> t5(3, causal=True)[0].isinf()
+            tensor([[False,  True,  True],
+                    [False, False,  True],
+                    [False, False, False]])
+
         Raises:
             TypeError: a length is not an int, a position argument is not
-                integer, or ``dtype`` is not a floating dtype.
+                integer, ``dtype`` is not a floating dtype, or ``causal`` is not
+                a bool.
             ValueError: a length is negative, both ``offset`` and ``positions``
                 are given, or a shape does not match its length or the batch.
         """
@@ -756,20 +816,27 @@ class RelativePositionBias(nn.Module):
         shape = (*rows, self.n_heads, q.shape[-1], k.shape[-1])
         # relative_position_bucket, with the boundaries computed once, in __init__.
         per_direction, starts = self._per_direction, self._starts
+        causal = _checks.flag("causal", causal)
+        blocks = _blockable(weight.device)
+        plain = self._plain_table()
+        # causal, with a plain table: keys after the query read an extra row of -inf, the
+        # bucket num_buckets; so the lookup writes the mask, and no pass adds it after.
+        after = self.num_buckets if causal and plain else None
 
         def buckets_of(relative: Tensor) -> Tensor:
-            return _buckets(relative, self.bidirectional, per_direction, starts)
+            buckets = _buckets(relative, self.bidirectional, per_direction, starts)
+            return buckets if after is None else buckets.masked_fill_(relative > 0, after)
 
         # Three ways, one result. Without autograd, the bias is filled a block at a
         # time (the buckets' int64 temporaries, about 48 bytes a pair, stay in the
         # block). With autograd, the lookup needs every bucket at once: they are
         # int32, filled by blocks, and the table is read in the result's dtype, so the
         # peak is the result and the buckets. Under a transform or the compiler, at once.
-        blocks = _blockable(weight.device)
-        plain = self._plain_table()
         whole = blocks and plain and _runtime.plain_eager(weight)
         result = self.n_heads * out_dtype.itemsize
         temporaries = 0 if whole else 4 if blocks else 56
+        if causal and after is None:  # the mask, a bool a pair, and the masked copy
+            temporaries += 1 + result
         _runtime.allocation(
             shape,
             out_dtype,
@@ -779,6 +846,8 @@ class RelativePositionBias(nn.Module):
         )
         # The table rounded to out_dtype, then read: the values of reading, then rounding.
         lut = weight if out_dtype == weight.dtype or not plain else weight.to(out_dtype)
+        if after is not None:
+            lut = torch.cat([lut, lut.new_full((1, self.n_heads), -math.inf)])
         if whole:
             out = torch.empty(shape, dtype=out_dtype, device=weight.device)
 
@@ -797,6 +866,8 @@ class RelativePositionBias(nn.Module):
             # (B?, Lq, Lk, H); with a hook or a subclass, through the module
             values = functional.embedding(buckets, lut) if plain else table(buckets).to(out_dtype)
             out = values.movedim(-1, -3)
+            if causal and after is None:  # through the module: the mask after the lookup
+                out = out.masked_fill((_relative(q, k) > 0).unsqueeze(-3), -math.inf)
         return out.to(device=device if device is not None else out.device)
 
     def _plain_table(self) -> bool:
