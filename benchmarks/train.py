@@ -23,7 +23,6 @@ import argparse
 import concurrent.futures
 import hashlib
 import json
-import math
 import multiprocessing
 import os
 import platform
@@ -184,20 +183,11 @@ class Decoder(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         length = tokens.shape[-1]
         x = self.absolute(self.embed(tokens))
-        mask = None if self.bias is None else causal_bias(self.bias, length)  # glue: ALiBi, T5
+        mask = None if self.bias is None else self.bias(length, causal=True)  # glue: ALiBi, T5
         for block in self.blocks:
             x = block(x, self.rope, mask)
         logits: Tensor = self.head(self.ln_f(x))
         return logits
-
-
-def causal_bias(bias: nn.Module, length: int) -> Tensor:
-    """The bias with -inf where a key follows its query, as SDPA's ``attn_mask`` takes it."""
-    try:
-        out: Tensor = bias(length, causal=True)
-    except TypeError:  # a posenc without the causal form: the documented two-step form
-        out = bias(length).masked_fill(~posenc.subsequent_mask(length), -math.inf)
-    return out
 
 
 # -- one run ---------------------------------------------------------------------------------
