@@ -247,6 +247,27 @@ def evaluate_scaled(model: Decoder, data: Data, rope_type: str) -> dict[str, Any
         model.rope = trained
 
 
+def fit(scheme: str, seed: int, steps: int) -> tuple[Decoder, Data, float]:
+    """``scheme``'s model trained from ``seed`` for ``steps``: the model (in eval mode), the
+    data, and the mean training loss of the last 100 steps."""
+    data = Data.load()
+    torch.manual_seed(seed)  # the weights and the dropout masks
+    generator = torch.Generator().manual_seed(seed)  # the batches: equal for all schemes
+    model = Decoder(scheme)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
+    model.train()
+    recent: list[float] = []
+    for _ in range(steps):
+        inputs, targets = data.batch(generator)
+        loss = functional.cross_entropy(model(inputs).transpose(1, 2), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        recent = [*recent[-99:], float(loss.detach())]
+    model.eval()
+    return model, data, round(sum(recent) / max(len(recent), 1), 6)
+
+
 def train_one(scheme: str, seed: int, steps: int, threads: int = 1) -> list[dict[str, Any]]:
     """Train ``scheme`` from ``seed`` for ``steps`` and evaluate it: the report's rows.
 
@@ -257,24 +278,9 @@ def train_one(scheme: str, seed: int, steps: int, threads: int = 1) -> list[dict
     torch.set_num_threads(threads)
     try:
         start = time.perf_counter()
-        data = Data.load()
-        torch.manual_seed(seed)  # the weights and the dropout masks
-        generator = torch.Generator().manual_seed(seed)  # the batches: equal for all schemes
-        model = Decoder(scheme)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=LR)
-        model.train()
-        recent: list[float] = []
-        for _ in range(steps):
-            inputs, targets = data.batch(generator)
-            loss = functional.cross_entropy(model(inputs).transpose(1, 2), targets)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            recent = [*recent[-99:], float(loss.detach())]
+        model, data, train_loss = fit(scheme, seed, steps)
         train_seconds = time.perf_counter() - start
-        model.eval()
         common = {"seed": seed, "steps": steps, "threads": threads}
-        train_loss = round(sum(recent) / max(len(recent), 1), 6)
         rows = [{"scheme": scheme, **common, "train_loss": train_loss, **evaluate(model, data)}]
         if scheme == "rope":
             for rope_type in SCALINGS:
