@@ -2,9 +2,10 @@
 
 Press et al. (2022, Figure 1): trained at L_train, ALiBi's loss stays flat to many times
 L_train while the sinusoid's rises. Both show after a few hundred steps of this small model;
-the full run (``nox -s train``) measures the rest. No timing is asserted. Budgets: ALiBi is
-flat from 100 steps on; the sinusoid's 8x loss passes its 1x loss + 0.3 between 200 and 300
-steps (seeds 0-3 checked: +0.56 to ... at 300), so it trains for 300.
+the full run (``nox -s train``) measures the rest. No timing is asserted. The budgets, checked
+single-threaded on seeds 0-3: ALiBi's 8x loss is within 0.01 of its 1x loss from 100 steps
+on; the sinusoid's 8x loss is 0.26-0.30 above its 1x loss at 200 steps, 0.37-0.42 at 250
+and 0.48-0.57 at 300, so it trains for 300.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ HARNESS = Path(__file__).resolve().parents[1] / "benchmarks" / "train.py"
 
 def _load() -> ModuleType:
     spec = importlib.util.spec_from_file_location("posenc_train_harness", HARNESS)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up by name
     spec.loader.exec_module(module)
@@ -93,11 +95,13 @@ def _without_times(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def test_rerun_at_a_fixed_thread_count_is_bit_identical() -> None:
-    first = train.train_one("t5", SEED, 3, threads=1)
-    again = train.train_one("t5", SEED, 3, threads=1)
+    # The learned table: its evaluation stops at 1x, so the check costs little.
+    first = train.train_one("learned", SEED, 3, threads=1)
+    again = train.train_one("learned", SEED, 3, threads=1)
     assert _without_times(first) == _without_times(again)
-    other = train.train_one("t5", SEED + 1, 3, threads=1)
-    assert _without_times(other) != _without_times(first)  # the seed is used
+    assert first[0]["threads"] == 1
+    other = train.train_one("learned", SEED + 1, 3, threads=1)
+    assert other[0]["loss"]["1"] != first[0]["loss"]["1"]  # the seed is used
 
 
 def test_every_scheme_comes_from_the_public_api() -> None:

@@ -1,8 +1,9 @@
 """Render the saved trained comparison (``benchmarks/results/train-cpu.json``), at build time.
 
 Every number of the "What the schemes do when trained" page comes from the JSON file that
-``nox -s train`` writes; the page holds none of them. Four markups:
+``nox -s train`` writes; the page holds none of them. Five markups:
 
+- ``.. train-status::`` — a note saying whether the file holds the whole run or part;
 - ``.. train-table::`` — the loss of each scheme at 1, 2, 4 and 8 x L_train: the mean over
   the seeds, the seeds' range (min–max) below it; ``:past:`` for the loss over the tokens
   past L_train only; ``:schemes:`` to choose and order the rows;
@@ -132,14 +133,14 @@ def _cell(*lines: str, strong: bool = False) -> nodes.entry:
 def table(results: dict[str, Any], schemes: list[str], past: bool) -> nodes.table:
     l_train = results["training"]["L_train"]
     multiples = MULTIPLES[1:] if past else MULTIPLES
-    heads = ["scheme"] + [f"{m}× ({int(m) * l_train})" for m in multiples]
+    heads = ["scheme", "seeds"] + [f"{m}× ({int(m) * l_train})" for m in multiples]
     out = nodes.table(classes=["bench-table"])
     what = "past L_train only" if past else "all tokens"
-    title = f"Validation loss, nats per byte, {what}: mean of {len(results['seeds'])} seeds"
+    title = f"Validation loss, nats per byte, {what}: the seeds' mean and range"
     out += nodes.title(title, title)
     group = nodes.tgroup(cols=len(heads))
     out += group
-    for width in [34] + [12] * len(multiples):
+    for width in [34, 6] + [12] * len(multiples):
         group += nodes.colspec(colwidth=width)
     thead = nodes.thead()
     row = nodes.row()
@@ -151,6 +152,7 @@ def table(results: dict[str, Any], schemes: list[str], past: bool) -> nodes.tabl
     for scheme in schemes:
         row = nodes.row()
         row += _cell(results["labels"][scheme])
+        row += _cell(str(len(seeds_of(results, scheme))))
         for m in multiples:
             key = "loss_past" if past else "loss"
             values = losses(results, scheme, m, key)
@@ -164,13 +166,42 @@ def table(results: dict[str, Any], schemes: list[str], past: bool) -> nodes.tabl
     return out
 
 
+def seeds_of(results: dict[str, Any], scheme: str) -> list[int]:
+    return sorted(run["seed"] for run in results["runs"] if run["scheme"] == scheme)
+
+
+def status(results: dict[str, Any]) -> str:
+    """One sentence on how much of the run the file holds."""
+    wanted, seeds = results["time"]["runs"], results["seeds"]
+    done = sum("+" not in run["scheme"] for run in results["runs"])
+    counts = sorted({len(seeds_of(results, scheme)) for scheme in results["labels"]})
+    per_scheme = "–".join(str(n) for n in (counts[0], counts[-1]) if counts) or "0"
+    if results.get("complete"):
+        return (
+            f"The file holds the whole run: {done} training runs, seeds {seeds} of every "
+            f"scheme, {results['training']['steps']:,} steps each."
+        )
+    return (
+        f"The file holds a partial run: {done} of the {wanted} training runs finished "
+        f"({per_scheme} of the seeds {seeds} per scheme, {results['training']['steps']:,} "
+        "steps each) before the run was stopped. Where a scheme has one seed, its range "
+        "is a single value, and no difference to it is established."
+    )
+
+
+class TrainStatus(SphinxDirective):
+    def run(self) -> list[nodes.Node]:
+        text = status(_load(self.env))
+        note = nodes.note()
+        note += nodes.paragraph(text, text)
+        return [note]
+
+
 class TrainTable(SphinxDirective):
     option_spec = {"past": directives.flag, "schemes": directives.unchanged}  # noqa: RUF012
 
     def run(self) -> list[nodes.Node]:
         results = _load(self.env)
-        if not results.get("complete", False):
-            raise ExtensionError("train results: the saved run is incomplete")
         chosen = self.options.get("schemes")
         schemes = chosen.split() if chosen else list(results["labels"])
         return [table(results, schemes, "past" in self.options)]
@@ -213,6 +244,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("train_results_file", "../benchmarks/results/train-cpu.json", "env")
     app.add_directive("train-table", TrainTable)
     app.add_directive("train-check", TrainCheck)
+    app.add_directive("train-status", TrainStatus)
     app.add_role("train", TrainFigure())
     app.add_role("train-info", TrainInfo())
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

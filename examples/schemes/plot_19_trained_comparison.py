@@ -22,11 +22,14 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 RESULTS = Path("benchmarks/results/train-cpu.json")  # from the repository's root
-path = RESULTS if RESULTS.is_file() else Path("../..") / RESULTS  # from examples/schemes
-run = json.loads(path.read_text(encoding="utf-8"))
+if not RESULTS.is_file():
+    RESULTS = Path("../..") / RESULTS  # from examples/schemes, as the gallery runs it
+run = json.loads(RESULTS.read_text(encoding="utf-8"))
 l_train, steps = run["training"]["L_train"], run["training"]["steps"]
 multiples = [str(m) for m in run["evaluation"]["multiples"]]
-print(f"{len(run['runs'])} runs: {steps} steps, seeds {run['seeds']}, L_train = {l_train}")
+seeds = sorted({row["seed"] for row in run["runs"]})
+print(f"{len(run['runs'])} rows, {steps} steps, seeds {seeds}, L_train = {l_train}")
+print("the whole run" if run["complete"] else "a partial run: some seeds are missing")
 
 
 def seeds_of(scheme, key="loss"):
@@ -84,7 +87,10 @@ for key, group in (("schemes", trained), ("scalings", scaled)):
         ax.plot(lengths, mean, marker=marker, color=colour, label=label)
         ax.fill_between(lengths, low, high, color=colour, alpha=0.25, linewidth=0)
     ax.set_xscale("log", base=2)
-    ax.set_xticks([int(m) * l_train for m in multiples], [str(int(m) * l_train) for m in multiples])
+    ax.set_xticks(
+        [int(m) * l_train for m in multiples],
+        [str(int(m) * l_train) for m in multiples],
+    )
     ax.axvline(l_train, color="black", linestyle="--", linewidth=1)
     ax.set_xlabel("evaluation length (bytes)", fontsize=10)
     ax.tick_params(labelsize=10)
@@ -118,5 +124,6 @@ ax.set_ylabel("loss (nats per byte)", fontsize=10)
 ax.set_title("per position, at 8 × L_train", fontsize=10)
 ax.tick_params(labelsize=10)
 ax.legend(fontsize=8, ncols=2, loc="upper left")
-fig.suptitle(f"Byte-level decoder, {steps} steps, {len(run['seeds'])} seeds", fontsize=11)
+shown_seeds = ", ".join(str(seed) for seed in seeds)
+fig.suptitle(f"Byte-level decoder, {steps} steps, seeds {shown_seeds}", fontsize=11)
 plt.show()
