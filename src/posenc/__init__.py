@@ -7,7 +7,7 @@ from .attention import (
     clones,
     subsequent_mask,
 )
-from .bias import ALiBi, RelativePositionBias, alibi_slopes, relative_position_bucket
+from .bias import KERPLE, ALiBi, RelativePositionBias, alibi_slopes, relative_position_bucket
 from .embedding import Embeddings, TokenAndPositionEmbedding
 from .grid import GRID_CONVENTIONS, GridConvention, sincos_2d
 from .multimodal import TEMPORAL_RULES, TemporalRule, multimodal_positions
@@ -37,6 +37,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GRID_CONVENTIONS",
+    "KERPLE",
     "LAYOUTS",
     "ROPE_TYPES",
     "ROTARY_LAYOUTS",

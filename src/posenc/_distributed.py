@@ -40,7 +40,7 @@ from torch import Tensor
 
 from .positions import AxisPositions, Positions, resolve, resolve_axes
 
-__all__ = ["bias_positions", "is_dtensor", "rotary_tables", "sequence_input"]
+__all__ = ["is_dtensor", "local_bias", "rotary_tables", "sequence_input"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -302,70 +302,48 @@ def rotary_tables(fn: F) -> F:
     return cast("F", wrapper)
 
 
-def bias_positions(forward: F) -> F:
-    """Decorate a bias's ``forward(self, query_length, key_length=None, *, offset, ...)``.
+def local_bias(
+    build: Callable[..., Any],
+    query_length: Any,
+    key_length: Any,
+    offset: Any,
+    positions: Any,
+    key_positions: Any,
+) -> Any:
+    """A relative bias over DTensor positions: ``build`` on each rank's query rows.
 
-    DTensor ``key_positions`` and ``offset`` are gathered (every query block meets
-    every key). DTensor query ``positions`` make a DTensor bias: each rank computes
-    the rows of its queries, sharded on the query dimension (and on the batch where
-    ``positions`` are sharded on theirs).
+    ``build(query_length, key_length, offset, positions, key_positions)`` is the
+    bias of plain tensors (:meth:`posenc._relative.RelativeBias._bias`, every other
+    argument bound). DTensor ``key_positions`` and ``offset`` are gathered (every
+    query block meets every key). DTensor query ``positions`` make a DTensor bias:
+    each rank computes the rows of its queries, sharded on the query dimension (and
+    on the batch where ``positions`` are sharded on theirs).
     """
+    key_positions, offset = _gathered(key_positions), _gathered(offset)
+    if not is_dtensor(positions):
+        return build(query_length, key_length, offset, positions, key_positions)
+    _ranges(positions, "positions")  # checks the placements
+    shape = tuple(positions.shape)
+    if query_length != shape[-1]:
+        raise ValueError(
+            f"positions must have shape (L_q,) or (B, L_q) with L_q={query_length}, "
+            f"got the DTensor's global shape {shape}"
+        )
+    if key_length is None and key_positions is None:
+        key_length = query_length  # keys at 0, 1, ... of the whole query length
+    local = positions.to_local()
+    out = build(local.shape[-1], key_length, offset, local, key_positions)
+    from torch.distributed.tensor import Replicate, Shard
 
-    @functools.wraps(forward)
-    def wrapper(
-        self: Any,
-        query_length: Any,
-        key_length: Any = None,
-        *,
-        offset: Any = 0,
-        positions: Any = None,
-        key_positions: Any = None,
-        batch: Any = None,
-        dtype: Any = None,
-        device: Any = None,
-        causal: Any = False,
-    ) -> Any:
-        kwargs = {
-            "offset": offset,
-            "positions": positions,
-            "key_positions": key_positions,
-            "batch": batch,
-            "dtype": dtype,
-            "device": device,
-            "causal": causal,
-        }
-        if not (is_dtensor(positions) or is_dtensor(key_positions) or is_dtensor(offset)):
-            return forward(self, query_length, key_length, **kwargs)
-        positions = kwargs.get("positions")
-        kwargs["key_positions"] = _gathered(kwargs.get("key_positions"))
-        kwargs["offset"] = _gathered(kwargs.get("offset", 0))
-        if not is_dtensor(positions):
-            return forward(self, query_length, key_length, **kwargs)
-        _ranges(positions, "positions")  # checks the placements
-        shape = tuple(positions.shape)
-        if query_length != shape[-1]:
-            raise ValueError(
-                f"positions must have shape (L_q,) or (B, L_q) with L_q={query_length}, "
-                f"got the DTensor's global shape {shape}"
-            )
-        if key_length is None and kwargs["key_positions"] is None:
-            key_length = query_length  # keys at 0, 1, ... of the whole query length
-        local = positions.to_local()
-        kwargs["positions"] = local
-        out = forward(self, local.shape[-1], key_length, **kwargs)
-        from torch.distributed.tensor import Replicate, Shard
-
-        placements: list[Any] = []
-        for placement in positions.placements:
-            if placement.is_shard():
-                dim = placement.dim % len(shape)
-                placements.append(Shard(out.dim() - 2 if dim == len(shape) - 1 else 0))
-            else:
-                placements.append(Replicate())
-        big = list(out.shape)
-        big[-2] = shape[-1]
-        if len(shape) == 2 and out.dim() == 4:
-            big[0] = shape[0]
-        return _wrap(out, positions, tuple(big), placements)
-
-    return cast("F", wrapper)
+    placements: list[Any] = []
+    for placement in positions.placements:
+        if placement.is_shard():
+            dim = placement.dim % len(shape)
+            placements.append(Shard(out.dim() - 2 if dim == len(shape) - 1 else 0))
+        else:
+            placements.append(Replicate())
+    big = list(out.shape)
+    big[-2] = shape[-1]
+    if len(shape) == 2 and out.dim() == 4:
+        big[0] = shape[0]
+    return _wrap(out, positions, tuple(big), placements)

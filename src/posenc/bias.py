@@ -49,11 +49,25 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional
 
-from . import _checks, _distributed, _runtime
+from . import _checks, _runtime
+from ._relative import (
+    RelativeBias,
+    blockable,
+    by_blocks,
+    default_device,
+    masked_after,
+    relative_positions,
+)
 from ._rounding import round_once
-from .positions import check_domain, positions_from_mask, resolve
+from .positions import check_domain, positions_from_mask
 
-__all__ = ["ALiBi", "RelativePositionBias", "alibi_slopes", "relative_position_bucket"]
+__all__ = [
+    "KERPLE",
+    "ALiBi",
+    "RelativePositionBias",
+    "alibi_slopes",
+    "relative_position_bucket",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -100,6 +114,7 @@ def alibi_slopes(n_heads: int) -> Tensor:
         ValueError: ``n_heads < 1``.
 
     Example:
+        >>> from posenc import alibi_slopes
         >>> alibi_slopes(8)
         tensor([0.5000, 0.2500, 0.1250, 0.0625, 0.0312, 0.0156, 0.0078, 0.0039],
                dtype=torch.float64)
@@ -124,141 +139,7 @@ def _uncached(fn: Callable[P, R]) -> Callable[P, R]:
     return fn
 
 
-def _batch_of(
-    batch: int | None, offset: int | Tensor, positions: object, key_positions: object
-) -> int | None:
-    """The batch size that per-sequence arguments imply, checked against ``batch``."""
-    if batch is not None:
-        return _checks.positive_int("batch", batch)
-    given = [
-        (name, t.shape[0])
-        for name, t, dims in (
-            ("offset", offset, 1),
-            ("positions", positions, 2),
-            ("key_positions", key_positions, 2),
-        )
-        if isinstance(t, Tensor) and t.dim() == dims
-    ]
-    sizes = {rows for _, rows in given if rows != 1}
-    if len(sizes) > 1:
-        said = ", ".join(f"{name} {rows}" for name, rows in given)
-        raise ValueError(
-            f"the per-sequence arguments disagree on the batch size ({said} sequences): "
-            f"give each B rows, or 1 to share it"
-        )
-    return max(rows for _, rows in given) if given else None
-
-
-def _pair_positions(
-    query_length: int,
-    key_length: int | None,
-    offset: int | Tensor,
-    positions: Tensor | None,
-    key_positions: Tensor | None,
-    batch: int | None,
-    device: torch.device,
-    work: torch.device,
-) -> tuple[Tensor, Tensor, tuple[int, ...]]:
-    """Query and key positions, int64 on ``work``, and the batch rows of their pairs.
-
-    Queries and keys each go through :func:`~posenc.positions.resolve`, which checks
-    that their tensors are on ``device`` (that of the bias) and in the position
-    domain, so that every difference ``key - query`` fits in int64; the default
-    places queries at ``offset, offset + 1, ...`` and keys at ``0, 1, ...``.
-    Returns ``(q, k, rows)``: ``q`` ``(L_q,)`` or ``(B, L_q)``, ``k`` likewise,
-    ``rows`` ``()`` or ``(B,)``.
-    """
-    lq = _checks.length("query_length", query_length)
-    if key_positions is not None:
-        key_positions = _checks.integer_tensor(
-            "key_positions", key_positions, "an integer tensor of shape (L_k,) or (B, L_k)"
-        )
-    if key_length is None:
-        lk = key_positions.shape[-1] if key_positions is not None else lq
-    else:
-        lk = _checks.length("key_length", key_length)
-    b = _batch_of(batch, offset, positions, key_positions)
-    if key_positions is not None:
-        shape = tuple(key_positions.shape)
-        if key_positions.dim() not in (1, 2) or shape[-1] != lk:
-            raise ValueError(
-                f"key_positions must have shape (L_k,) or (B, L_k) with L_k={lk}, "
-                f"got shape {shape}"
-            )
-        if key_positions.dim() == 2 and shape[0] not in (1, b):
-            raise ValueError(
-                f"key_positions of shape {shape} gives {shape[0]} sequences, but the batch "
-                f"has B={b} (give B rows, or 1 to share it)"
-            )
-    for name, t in (
-        ("offset", offset),
-        ("positions", positions),
-        ("key_positions", key_positions),
-    ):
-        if not isinstance(t, Tensor) or t.device == device:
-            continue
-        if name == "offset" and t.dim() == 0 and t.device.type == "cpu":
-            continue  # torch's own rule: a 0-d CPU tensor goes with tensors on any device
-        raise ValueError(
-            f"{name} must be on the device of the bias ({device}), got a tensor on "
-            f"{t.device}: move it with {name}.to({str(device)!r})"
-        )
-    if key_positions is not None:
-        check_domain("key_positions", key_positions)
-    queries = resolve(lq, offset=offset, positions=positions, batch=b, device=device)
-    keys = resolve(lk, positions=key_positions, batch=b, device=device)
-    rows = [
-        p.values.shape[0] for p in (queries, keys) if p.values is not None and p.values.dim() == 2
-    ]
-    return queries.tensor(work), keys.tensor(work), (max(rows),) if rows else ()
-
-
-def _relative(q: Tensor, k: Tensor) -> Tensor:
-    """``key position - query position`` for every pair, ``(L_q, L_k)`` or ``(B, L_q, L_k)``."""
-    return k.unsqueeze(-2) - q.unsqueeze(-1)
-
-
-# The temporaries of a block of the bias (int64 distances, float64 products, the
-# rounding's) are kept near this size, whatever the size of the result.
-_BLOCK_BYTES = 1 << 24
-
-
-def _by_blocks(
-    out: Tensor, q: Tensor, k: Tensor, per_pair: int, block: Callable[[Tensor], Tensor]
-) -> Tensor:
-    """Fill ``out`` ``(*rows, *heads, L_q, L_k)`` with ``block(key - query)``, a block at a time.
-
-    ``block`` maps the int64 distances of a block of pairs, ``(r, c)``, to the
-    block's values, ``(*heads, r, c)``; ``per_pair`` is the bytes its temporaries
-    take per pair. Each value depends on its pair only, so the result is the one
-    computed at once, with a peak of ``out`` plus a block.
-    """
-    lq, lk = out.shape[-2], out.shape[-1]
-    if out.numel() == 0:
-        return out
-    q2, k2 = q.reshape(-1, lq), k.reshape(-1, lk)
-    rows = q2.shape[0] if q2.shape[0] > 1 else k2.shape[0]
-    out_ = out.view(rows, -1, lq, lk)
-    pairs = max(1, _BLOCK_BYTES // per_pair)
-    cols = min(lk, pairs)
-    step = max(1, min(lq, pairs // cols))
-    for b in range(rows):
-        qb, kb = q2[b if q2.shape[0] > 1 else 0], k2[b if k2.shape[0] > 1 else 0]
-        for i in range(0, lq, step):
-            for j in range(0, lk, cols):
-                values = block(_relative(qb[i : i + step], kb[j : j + cols]))
-                out_[b, :, i : i + step, j : j + cols].copy_(
-                    values.reshape(-1, *values.shape[-2:])
-                )
-    return out
-
-
-def _blockable(device: torch.device) -> bool:
-    """Whether to fill a bias block by block: eagerly, untransformed, on a real device."""
-    return device.type != "meta" and _runtime.plain_eager()
-
-
-class ALiBi(nn.Module):
+class ALiBi(RelativeBias):
     r"""Attention with Linear Biases: ``bias[h, i, j] = -m_h · (i - j)``.
 
     Press et al. (2022) add to the score of query ``i`` for key ``j`` a penalty
@@ -305,6 +186,8 @@ class ALiBi(nn.Module):
           per-sequence ``offset``, ``positions`` or ``key_positions`` is given
 
     Example:
+        >>> import torch
+        >>> from posenc import ALiBi
         >>> alibi = ALiBi(n_heads=2)
         >>> alibi.slopes
         tensor([0.0625, 0.0039], dtype=torch.float64)
@@ -325,6 +208,14 @@ class ALiBi(nn.Module):
         torch.Size([2, 2, 3, 3])
         >>> torch.equal(bias[0, :, 1:, 1:], alibi(2))
         True
+
+        For :func:`torch.nn.functional.scaled_dot_product_attention`,
+        ``causal=True`` returns the bias with ``-inf`` where the key comes after
+        the query, the causal mask and the bias in one tensor (see :meth:`forward`):
+
+        >>> alibi(2, 4, offset=2, causal=True)[0]
+        tensor([[-0.1250, -0.0625,  0.0000,    -inf],
+                [-0.1875, -0.1250, -0.0625,  0.0000]])
     """
 
     def __init__(self, n_heads: int, *, symmetric: bool = False) -> None:
@@ -342,121 +233,40 @@ class ALiBi(nn.Module):
         """The configuration, shown in the module's repr."""
         return f"n_heads={self.n_heads}" + (", symmetric=True" if self.symmetric else "")
 
-    @_distributed.bias_positions
-    def forward(
+    _what = "an ALiBi bias"
+
+    def _placement(
         self,
-        query_length: int,
-        key_length: int | None = None,
-        *,
-        offset: int | Tensor = 0,
-        positions: Tensor | None = None,
-        key_positions: Tensor | None = None,
-        batch: int | None = None,
-        dtype: torch.dtype | None = None,
-        device: torch.device | str | None = None,
-        causal: bool = False,
-    ) -> Tensor:
-        """The bias of ``query_length`` queries over ``key_length`` keys.
-
-        Queries sit at ``offset, offset + 1, ...`` (or at ``positions``), keys
-        at ``0, 1, ...`` (or at ``key_positions``): with a KV cache of ``n``
-        tokens and ``L`` new ones, call ``alibi(L, n + L, offset=n)``.
-
-        Args:
-            query_length: Number of queries, L_q.
-            key_length: Number of keys, L_k; by default ``L_q``, or the length of
-                ``key_positions``.
-            offset: Position of the first query: an int, or a ``(B,)`` integer
-                tensor, one per sequence.
-            positions: Position of every query, ``(L_q,)`` or ``(B, L_q)``.
-            key_positions: Position of every key, ``(L_k,)`` or ``(B, L_k)``.
-            batch: Batch size to check per-sequence arguments against; by
-                default the number of rows they have.
-            dtype: Floating dtype of the result (default:
-                :func:`torch.get_default_dtype`, float32 unless set).
-            device: Device of the result (default: that of ``positions``,
-                ``key_positions`` or ``offset``, else torch's default device,
-                the CPU unless set).
-            causal: Whether to return the bias with ``-inf`` where the key comes
-                after the query (key position > query position, by the positions
-                above, so offsets, caches and padding positions count): the
-                additive mask :func:`torch.nn.functional.scaled_dot_product_attention`
-                takes as ``attn_mask``, bias and causal mask in one tensor.
-
-        Returns:
-            ``(H, L_q, L_k)``, or ``(B, H, L_q, L_k)`` for per-sequence positions.
-
-        Example:
-            One call gives SDPA its mask; ask for the dtype of the queries. It
-            is the attention of the bias with the causal mask:
-
-            >>> import torch
-            >>> from torch.nn.functional import scaled_dot_product_attention as sdpa
-            >>> from posenc import ALiBi, attention, subsequent_mask
-            >>> alibi = ALiBi(n_heads=4)
-            >>> alibi(3, causal=True)[0]
-            tensor([[ 0.0000,    -inf,    -inf],
-                    [-0.2500,  0.0000,    -inf],
-                    [-0.5000, -0.2500,  0.0000]])
-            >>> q, k, v = torch.randn(3, 2, 4, 5, 8).unbind()  # (B, H, L, d_k) each
-            >>> out = sdpa(q, k, v, attn_mask=alibi(5, causal=True, dtype=q.dtype))
-            >>> want, _ = attention(q, k, v, mask=subsequent_mask(5), bias=alibi(5))
-            >>> torch.allclose(out, want, atol=1e-6)
-            True
-
-            With a cache of 3 keys, 2 new queries at 3 and 4 see keys 0 .. 3 and 0 .. 4:
-
-            >>> alibi(2, 5, offset=3, causal=True)[0]
-            tensor([[-0.7500, -0.5000, -0.2500,  0.0000,    -inf],
-                    [-1.0000, -0.7500, -0.5000, -0.2500,  0.0000]])
-
-            Padding keys sit at real positions too: remove them with the padding
-            mask, e.g. ``bias.masked_fill(~mask[:, None, None, :], -inf)``. A row
-            whose every key is masked gives SDPA no key to attend to (NaN).
-
-        Raises:
-            TypeError: a length is not an int, a position argument is not
-                integer, ``dtype`` is not a floating dtype, or ``causal`` is not
-                a bool.
-            ValueError: a length is negative, both ``offset`` and ``positions``
-                are given, or a shape does not match its length or the batch.
-        """
+        dtype: torch.dtype | None,
+        device: torch.device | str | None,
+        tensors: tuple[object, ...],
+    ) -> tuple[torch.dtype, torch.device, torch.device]:
         out_dtype = _checks.floating_dtype(
             "dtype", torch.get_default_dtype() if dtype is None else dtype
         )
-        out_device = _default_device(device, positions, key_positions, offset)
-        work = _runtime.work_device(out_device)
-        q, k, rows = _pair_positions(
-            query_length, key_length, offset, positions, key_positions, batch, out_device, work
-        )
-        shape = (*rows, self.n_heads, q.shape[-1], k.shape[-1])
+        out_device = default_device(device, *tensors)
+        return out_dtype, out_device, _runtime.work_device(out_device)
+
+    def _bytes_per_pair(self, dtype: torch.dtype, causal: bool) -> int:
+        # Per pair: int64 distances and their float64 copy (and, causal, a bool), and
+        # per head the float64 product and the rounding's temporaries (about 40 bytes
+        # for 2-byte dtypes).
+        rounding = 8 + (40 if dtype.itemsize < 4 else dtype.itemsize)
+        return 24 + causal + self.n_heads * rounding
+
+    def _block(
+        self, dtype: torch.dtype, work: torch.device, causal: bool
+    ) -> Callable[[Tensor], Tensor]:
         slopes = torch.tensor(self._slopes, dtype=torch.float64, device=work)
-        causal = _checks.flag("causal", causal)
 
         def bias(relative: Tensor) -> Tensor:
             distance = (-relative.abs() if self.symmetric else relative).to(torch.float64)
             if causal:  # -inf times a positive slope: -inf, in the (r, c) distances only
                 distance.masked_fill_(relative > 0, -math.inf)
             line = distance.unsqueeze(-3) * slopes[:, None, None]
-            return round_once(line, out_dtype)
+            return round_once(line, dtype)
 
-        # Per pair: int64 distances and their float64 copy, and per head the float64
-        # product and the rounding's temporaries (about 40 bytes for 2-byte dtypes).
-        rounding = 8 + (40 if out_dtype.itemsize < 4 else out_dtype.itemsize)
-        per_pair = 24 + causal + self.n_heads * rounding  # causal: a bool a pair
-        blocks = _blockable(out_device)
-        result = self.n_heads * out_dtype.itemsize
-        _runtime.allocation(
-            shape,
-            out_dtype,
-            out_device,
-            lambda: f"an ALiBi bias of shape {shape}",
-            peak=1.0 if blocks else (per_pair + result) / result,
-        )
-        if not blocks:
-            return bias(_relative(q, k)).to(out_device)
-        out = torch.empty(shape, dtype=out_dtype, device=out_device)
-        return _by_blocks(out, q, k, per_pair, bias)
+        return bias
 
     def bloom(
         self,
@@ -498,6 +308,8 @@ class ALiBi(nn.Module):
             - output: ``(B·H, L_q, L_k)``
 
         Example:
+            >>> import torch
+            >>> from posenc import ALiBi
             >>> alibi = ALiBi(2)
             >>> mask = torch.tensor([[0, 1, 1, 1]])          # one pad token on the left
             >>> alibi.bloom(mask)                            # the last token decodes
@@ -523,15 +335,6 @@ class ALiBi(nn.Module):
         )  # fmt: skip
         out: Tensor = bias.reshape(batch * self.n_heads, n, length)
         return out
-
-
-def _default_device(device: torch.device | str | None, *tensors: object) -> torch.device:
-    if device is not None:
-        return torch.device(device)
-    for t in tensors:
-        if isinstance(t, Tensor):
-            return t.device
-    return _runtime.default_device()
 
 
 # -- T5 ---------------------------------------------------------------------------------
@@ -618,6 +421,8 @@ def relative_position_bucket(
             ``max_distance`` is not above ``E``.
 
     Example:
+        >>> import torch
+        >>> from posenc import relative_position_bucket
         >>> r = torch.tensor([-200, -128, -64, -20, -8, -7, -1, 0, 1, 7, 8, 20, 128])
         >>> relative_position_bucket(r)
         tensor([15, 15, 14, 10,  8,  7,  1,  0, 17, 23, 24, 26, 31])
@@ -646,7 +451,7 @@ def _buckets(
     return torch.bucketize((-relative).clamp(min=0), starts_t, right=True)
 
 
-class RelativePositionBias(nn.Module):
+class RelativePositionBias(RelativeBias):
     r"""T5's relative position bias: a learned number per bucket of distance and head.
 
     Raffel et al. (2020) replace position embeddings with a scalar added to
@@ -694,6 +499,8 @@ class RelativePositionBias(nn.Module):
           per-sequence ``offset``, ``positions`` or ``key_positions`` is given
 
     Example:
+        >>> import torch
+        >>> from posenc import RelativePositionBias
         >>> t5 = RelativePositionBias(n_heads=8)
         >>> t5
         RelativePositionBias(
@@ -710,6 +517,18 @@ class RelativePositionBias(nn.Module):
 
         >>> dec = RelativePositionBias(8, bidirectional=False)
         >>> torch.equal(dec(1, 6, offset=5), dec(6)[:, 5:])
+        True
+
+        ``causal=True`` gives SDPA its mask (see :meth:`forward`): the bias with
+        ``-inf`` where the key comes after the query.
+
+        >>> from torch.nn.functional import scaled_dot_product_attention as sdpa
+        >>> from posenc import attention, subsequent_mask
+        >>> q, k, v = torch.randn(3, 1, 8, 4, 16).unbind()  # (B, H, L, d_k) each
+        >>> with torch.no_grad():
+        ...     out = sdpa(q, k, v, attn_mask=dec(4, causal=True))
+        ...     want, _ = attention(q, k, v, mask=subsequent_mask(4), bias=dec(4))
+        >>> torch.allclose(out, want, atol=1e-6)
         True
     """
 
@@ -745,130 +564,102 @@ class RelativePositionBias(nn.Module):
             f"num_buckets={self.num_buckets}, max_distance={self.max_distance}"
         )
 
-    @_distributed.bias_positions
-    def forward(
+    def _placement(
         self,
-        query_length: int,
-        key_length: int | None = None,
-        *,
-        offset: int | Tensor = 0,
-        positions: Tensor | None = None,
-        key_positions: Tensor | None = None,
-        batch: int | None = None,
-        dtype: torch.dtype | None = None,
-        device: torch.device | str | None = None,
-        causal: bool = False,
-    ) -> Tensor:
-        """The bias of ``query_length`` queries over ``key_length`` keys.
-
-        The arguments are those of :meth:`ALiBi.forward`. Queries sit at
-        ``offset, offset + 1, ...`` (Hugging Face's ``past_seen_tokens``) or
-        at ``positions``, keys at ``0, 1, ...`` or at ``key_positions``.
-
-        Args:
-            query_length: Number of queries, L_q.
-            key_length: Number of keys, L_k; by default ``L_q``, or the length of
-                ``key_positions``.
-            offset: Position of the first query: an int, or a ``(B,)`` tensor.
-            positions: Position of every query, ``(L_q,)`` or ``(B, L_q)``.
-            key_positions: Position of every key, ``(L_k,)`` or ``(B, L_k)``.
-            batch: Batch size to check per-sequence arguments against.
-            dtype: Floating dtype of the result (default: the table's).
-            device: Device of the result (default: the table's).
-            causal: Whether to return the bias with ``-inf`` where the key comes
-                after the query (key position > query position), ready for
-                :func:`torch.nn.functional.scaled_dot_product_attention`'s
-                ``attn_mask``, as :meth:`ALiBi.forward` does.
-
-        Returns:
-            ``(H, L_q, L_k)``, or ``(B, H, L_q, L_k)`` for per-sequence positions.
-
-        Example:
-            >>> import torch
-            >>> from torch.nn.functional import scaled_dot_product_attention as sdpa
-            >>> from posenc import RelativePositionBias, attention, subsequent_mask
-            >>> t5 = RelativePositionBias(n_heads=2, bidirectional=False)
-            >>> q, k, v = torch.randn(3, 1, 2, 4, 8).unbind()  # (B, H, L, d_k) each
-            >>> with torch.no_grad():
-            ...     out = sdpa(q, k, v, attn_mask=t5(4, causal=True))
-            ...     want, _ = attention(q, k, v, mask=subsequent_mask(4), bias=t5(4))
-            >>> torch.allclose(out, want, atol=1e-5)
-            True
-            >>> t5(3, causal=True)[0].isinf()
-            tensor([[False,  True,  True],
-                    [False, False,  True],
-                    [False, False, False]])
-
-        Raises:
-            TypeError: a length is not an int, a position argument is not
-                integer, ``dtype`` is not a floating dtype, or ``causal`` is not
-                a bool.
-            ValueError: a length is negative, both ``offset`` and ``positions``
-                are given, or a shape does not match its length or the batch.
-        """
-        table = self.relative_attention_bias
-        weight = table.weight
+        dtype: torch.dtype | None,
+        device: torch.device | str | None,
+        tensors: tuple[object, ...],
+    ) -> tuple[torch.dtype, torch.device, torch.device]:
+        weight = self.relative_attention_bias.weight
         out_dtype = _checks.floating_dtype("dtype", weight.dtype if dtype is None else dtype)
-        q, k, rows = _pair_positions(
-            query_length, key_length, offset, positions, key_positions, batch,
-            weight.device, weight.device,
-        )  # fmt: skip
-        shape = (*rows, self.n_heads, q.shape[-1], k.shape[-1])
-        # relative_position_bucket, with the boundaries computed once, in __init__.
-        per_direction, starts = self._per_direction, self._starts
-        causal = _checks.flag("causal", causal)
-        blocks = _blockable(weight.device)
-        plain = self._plain_table()
-        # causal, with a plain table: keys after the query read an extra row of -inf, the
-        # bucket num_buckets; so the lookup writes the mask, and no pass adds it after.
-        after = self.num_buckets if causal and plain else None
+        return out_dtype, weight.device, weight.device
+
+    def _bytes_per_pair(self, dtype: torch.dtype, causal: bool) -> int:
+        # The buckets' int64 temporaries (about 48 bytes a pair; causal, a bool more),
+        # and the lookup's values, a number per head.
+        return 48 + causal + self.n_heads * dtype.itemsize
+
+    def _buckets_of(self, causal: bool) -> Callable[[Tensor], Tensor]:
+        """relative_position_bucket, with the boundaries computed once, in ``__init__``.
+
+        ``causal`` (with a plain table): keys after the query get the bucket
+        ``num_buckets``, an extra row of ``-inf`` (:meth:`_lut`), so that the lookup
+        writes the mask and no pass adds it after.
+        """
+        per_direction, starts, after = self._per_direction, self._starts, self.num_buckets
 
         def buckets_of(relative: Tensor) -> Tensor:
             buckets = _buckets(relative, self.bidirectional, per_direction, starts)
-            return buckets if after is None else buckets.masked_fill_(relative > 0, after)
+            return buckets.masked_fill_(relative > 0, after) if causal else buckets
 
+        return buckets_of
+
+    def _lut(self, dtype: torch.dtype, causal: bool) -> Tensor:
+        """The plain table rounded to ``dtype`` (the values of reading, then rounding)."""
+        weight = self.relative_attention_bias.weight
+        lut = weight if dtype == weight.dtype else weight.to(dtype)
+        if causal:
+            lut = torch.cat([lut, lut.new_full((1, self.n_heads), -math.inf)])
+        return lut
+
+    def _block(
+        self, dtype: torch.dtype, work: torch.device, causal: bool
+    ) -> Callable[[Tensor], Tensor]:
+        buckets_of, lut = self._buckets_of(causal), self._lut(dtype, causal)
+
+        def bias(relative: Tensor) -> Tensor:
+            return functional.embedding(buckets_of(relative), lut).movedim(-1, -3)
+
+        return bias
+
+    def _blockwise(self) -> bool:
+        return self._plain_table() and _runtime.plain_eager(self.relative_attention_bias.weight)
+
+    def _fill(
+        self,
+        q: Tensor,
+        k: Tensor,
+        shape: tuple[int, ...],
+        dtype: torch.dtype,
+        device: torch.device,
+        work: torch.device,
+        causal: bool,
+    ) -> Tensor:
         # Three ways, one result. Without autograd, the bias is filled a block at a
-        # time (the buckets' int64 temporaries, about 48 bytes a pair, stay in the
-        # block). With autograd, the lookup needs every bucket at once: they are
-        # int32, filled by blocks, and the table is read in the result's dtype, so the
-        # peak is the result and the buckets. Under a transform or the compiler, at once.
-        whole = blocks and plain and _runtime.plain_eager(weight)
-        result = self.n_heads * out_dtype.itemsize
-        temporaries = 0 if whole else 4 if blocks else 56
-        if causal and after is None:  # the mask, a bool a pair, and the masked copy
+        # time (the base's way). With autograd, the lookup needs every bucket at once:
+        # they are int32, filled by blocks, and the table is read in the result's
+        # dtype, so the peak is the result and the buckets. Under a transform or the
+        # compiler, at once.
+        blocks = blockable(device)
+        if blocks and self._blockwise():
+            return super()._fill(q, k, shape, dtype, device, work, causal)
+        table = self.relative_attention_bias
+        plain = self._plain_table()
+        lookup_mask = causal and plain  # else: the mask after the lookup, through the module
+        result = self.n_heads * dtype.itemsize
+        temporaries = 4 if blocks else 56
+        if causal and not lookup_mask:  # the mask, a bool a pair, and the masked copy
             temporaries += 1 + result
         _runtime.allocation(
             shape,
-            out_dtype,
-            weight.device,
-            lambda: f"a relative position bias of shape {shape}",
+            dtype,
+            device,
+            lambda: f"{self._what} of shape {shape}",
             peak=(temporaries + result) / result,
         )
-        # The table rounded to out_dtype, then read: the values of reading, then rounding.
-        lut = weight if out_dtype == weight.dtype or not plain else weight.to(out_dtype)
-        if after is not None:
-            lut = torch.cat([lut, lut.new_full((1, self.n_heads), -math.inf)])
-        if whole:
-            out = torch.empty(shape, dtype=out_dtype, device=weight.device)
-
-            def bias(relative: Tensor) -> Tensor:
-                return functional.embedding(buckets_of(relative), lut).movedim(-1, -3)
-
-            _by_blocks(out, q, k, 48 + result, bias)
+        buckets_of = self._buckets_of(lookup_mask)
+        if blocks:
+            buckets = torch.empty(shape[:-3] + shape[-2:], dtype=torch.int32, device=device)
+            by_blocks(buckets.unsqueeze(-3), q, k, 48 + causal, buckets_of)
         else:
-            if blocks:
-                buckets = torch.empty(
-                    shape[:-3] + shape[-2:], dtype=torch.int32, device=weight.device
-                )
-                _by_blocks(buckets.unsqueeze(-3), q, k, 48, buckets_of)
-            else:
-                buckets = buckets_of(_relative(q, k))
-            # (B?, Lq, Lk, H); with a hook or a subclass, through the module
-            values = functional.embedding(buckets, lut) if plain else table(buckets).to(out_dtype)
-            out = values.movedim(-1, -3)
-            if causal and after is None:  # through the module: the mask after the lookup
-                out = out.masked_fill((_relative(q, k) > 0).unsqueeze(-3), -math.inf)
-        return out.to(device=device if device is not None else out.device)
+            buckets = buckets_of(relative_positions(q, k))
+        # (B?, Lq, Lk, H); with a hook or a subclass, through the module
+        if plain:
+            values = functional.embedding(buckets, self._lut(dtype, lookup_mask))
+        else:
+            values = table(buckets).to(dtype)
+        out = values.movedim(-1, -3)
+        return masked_after(out, relative_positions(q, k)) if causal and not plain else out
 
     def _plain_table(self) -> bool:
         """Whether the table may be read without calling its module (no hook, no subclass)."""
@@ -878,3 +669,126 @@ class RelativePositionBias(nn.Module):
             and table.max_norm is None
             and not _runtime.has_hooks(table)
         )
+
+
+# -- KERPLE -----------------------------------------------------------------------------
+
+#: The least value of KERPLE's r1 and r2 that the bias uses (Chi et al.'s code clamps to it).
+KERPLE_EPS = 1e-2
+
+
+class KERPLE(RelativeBias):
+    r"""KERPLE's logarithmic bias: ``bias[h, i, j] = -r1_h · log(1 + r2_h · |i - j|)``.
+
+    Chi et al. (2022, *KERPLE: Kernelized Relative Positional Embedding for
+    Length Extrapolation*, NeurIPS) derive relative biases from conditionally
+    positive definite kernels of the distance; the logarithmic one, their best
+    at extrapolation, has two learned numbers per head, both positive: ``r1``
+    scales the penalty, ``r2`` sets where it turns from linear (``r1 · r2 · n``
+    for small ``n``) to logarithmic. ALiBi is its linear cousin; like ALiBi it
+    is defined at every distance, learned on short sequences and used on longer
+    ones.
+
+    Parameters: :attr:`r1` and :attr:`r2`, ``(H,)`` each, initialised as the
+    authors' code does (chijames/KERPLE, the ``kerple_log`` embedding of their
+    GPT-NeoX fork): ``r1 ~ U(0, 2)``, ``r2 ~ U(0, 1)``. The paper requires
+    ``r1, r2 > 0``; their code clamps both to at least ``1e-2``
+    (:data:`KERPLE_EPS`) in place at every forward. posenc's forward changes no
+    state: it uses ``max(r, 1e-2)`` and passes the gradient through the clamp
+    unchanged, so the bias and its gradients are those of the authors' code
+    while the stored parameters stay as the optimiser left them.
+
+    The bias is computed in float64 from the integer distances and the
+    parameters, and rounded once to the requested ``dtype`` (default: the
+    parameters'). The formula is symmetric in ``i - j``; a decoder masks the
+    keys after the query (``causal=True``).
+
+    Args:
+        n_heads: Number of attention heads, H.
+
+    Attributes:
+        r1: Scale of each head's penalty, ``(H,)``.
+        r2: Rate of each head's penalty, ``(H,)``.
+
+    Shapes:
+        - positions: ``(L_q,)`` or ``(B, L_q)``; key_positions: ``(L_k,)`` or ``(B, L_k)``
+        - offset: int, or ``(B,)`` integer tensor
+        - output: ``(H, L_q, L_k)``, or ``(B, H, L_q, L_k)`` when a
+          per-sequence ``offset``, ``positions`` or ``key_positions`` is given
+
+    Example:
+        >>> import torch
+        >>> from posenc import KERPLE
+        >>> kerple = KERPLE(n_heads=2)
+        >>> with torch.no_grad():
+        ...     _ = kerple.r1.copy_(torch.tensor([1.0, 2.0]))
+        ...     _ = kerple.r2.copy_(torch.tensor([1.0, 0.5]))
+        >>> kerple(4, causal=True).detach()[0]  # head 0: -log(1 + |i - j|)
+        tensor([[ 0.0000,    -inf,    -inf,    -inf],
+                [-0.6931,  0.0000,    -inf,    -inf],
+                [-1.0986, -0.6931,  0.0000,    -inf],
+                [-1.3863, -1.0986, -0.6931,  0.0000]])
+        >>> kerple(1, 4, offset=3).detach()[1]  # head 1: -2 log(1 + |3 - j| / 2)
+        tensor([[-1.8326, -1.3863, -0.8109,  0.0000]])
+    """
+
+    _what = "a KERPLE bias"
+
+    def __init__(self, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads: int = _checks.positive_int("n_heads", n_heads)
+        _runtime.allocation(
+            (2, self.n_heads),
+            torch.get_default_dtype(),
+            _runtime.default_device(),
+            lambda: f"KERPLE(n_heads={n_heads})'s parameters",
+            "choose fewer heads",
+        )
+        self.r1: nn.Parameter = nn.Parameter(2.0 * torch.rand(self.n_heads))
+        self.r2: nn.Parameter = nn.Parameter(torch.rand(self.n_heads))
+
+    def extra_repr(self) -> str:
+        """The configuration, shown in the module's repr."""
+        return f"n_heads={self.n_heads}"
+
+    def _placement(
+        self,
+        dtype: torch.dtype | None,
+        device: torch.device | str | None,
+        tensors: tuple[object, ...],
+    ) -> tuple[torch.dtype, torch.device, torch.device]:
+        out_dtype = _checks.floating_dtype("dtype", self.r1.dtype if dtype is None else dtype)
+        return out_dtype, self.r1.device, _runtime.work_device(self.r1.device)
+
+    def _bytes_per_pair(self, dtype: torch.dtype, causal: bool) -> int:
+        # int64 distances, their absolute value and its float64 copy (causal: a bool),
+        # and per head two float64 products and the rounding's temporaries.
+        rounding = 8 + (40 if dtype.itemsize < 4 else dtype.itemsize)
+        return 24 + causal + self.n_heads * (16 + rounding)
+
+    def _blockwise(self) -> bool:
+        return _runtime.plain_eager(self.r1, self.r2)
+
+    def _block(
+        self, dtype: torch.dtype, work: torch.device, causal: bool
+    ) -> Callable[[Tensor], Tensor]:
+        # With a graph to record, the mask comes after the values (the gradient of a
+        # product with an infinite distance is NaN); else in the distances, once a pair.
+        graph = not self._blockwise()
+        r1, r2 = (_at_least(r.to(work, torch.float64), KERPLE_EPS) for r in (self.r1, self.r2))
+        scale, rate = r1[:, None, None], r2[:, None, None]
+
+        def bias(relative: Tensor) -> Tensor:
+            distance = relative.abs().to(torch.float64)
+            if causal and not graph:
+                distance.masked_fill_(relative > 0, math.inf)
+            # 0 - x, not -x: +0 on the diagonal, as ALiBi's
+            values = round_once(0.0 - torch.log1p(distance.unsqueeze(-3) * rate) * scale, dtype)
+            return masked_after(values, relative) if causal and graph else values
+
+        return bias
+
+
+def _at_least(r: Tensor, least: float) -> Tensor:
+    """``max(r, least)``, with the gradient of ``r`` itself (as if clamped in place)."""
+    return r.clamp(min=least) + (r - r.detach())
