@@ -174,18 +174,22 @@ def status(results: dict[str, Any]) -> str:
     """One sentence on how much of the run the file holds."""
     wanted, seeds = results["time"]["runs"], results["seeds"]
     done = sum("+" not in run["scheme"] for run in results["runs"])
-    counts = sorted({len(seeds_of(results, scheme)) for scheme in results["labels"]})
-    per_scheme = "–".join(str(n) for n in (counts[0], counts[-1]) if counts) or "0"
+    steps = results["training"]["steps"]
     if results.get("complete"):
         return (
-            f"The file holds the whole run: {done} training runs, seeds {seeds} of every "
-            f"scheme, {results['training']['steps']:,} steps each."
+            f"The file holds the whole run: {done} training runs, seeds "
+            f"{', '.join(map(str, seeds))} of every scheme, {steps:,} steps each."
         )
+    held = "; ".join(
+        f"{label} {', '.join(map(str, seeds_of(results, scheme)))}"
+        for scheme, label in results["labels"].items()
+        if "+" not in scheme
+    )
     return (
-        f"The file holds a partial run: {done} of the {wanted} training runs finished "
-        f"({per_scheme} of the seeds {seeds} per scheme, {results['training']['steps']:,} "
-        "steps each) before the run was stopped. Where a scheme has one seed, its range "
-        "is a single value, and no difference to it is established."
+        f"The file holds part of a run: {done} of its {wanted} training runs "
+        f"({steps:,} steps each) had finished when it was saved. Seeds per scheme: "
+        f"{held}. Where a scheme has one seed, its range is a single value and no "
+        "difference to it is established; rerun nox -s train for the rest."
     )
 
 
