@@ -49,7 +49,7 @@ for scheme, label in run["labels"].items():
 
 # %%
 # Loss against the evaluation length: the line is the mean over the seeds, the
-# band their range (min to max). Left the trained schemes, right RoPE trained
+# band their range (min to max). First the trained schemes, then RoPE trained
 # at 64 and run longer with the scalings users reach for, without retraining.
 COLOURS = {
     "nope": "0.45",
@@ -67,8 +67,8 @@ trained = [s for s in run["labels"] if "+" not in s]
 scaled = [s for s in run["labels"] if s == "rope" or s.startswith("rope+")]
 
 fig, axes = plt.subplot_mosaic(
-    [["schemes", "scalings"], ["positions", "positions"]],
-    figsize=(7.6, 7.4),
+    [["schemes"], ["scalings"], ["positions"]],
+    figsize=(6.8, 10.5),
     layout="constrained",
 )
 for key, group in (("schemes", trained), ("scalings", scaled)):
@@ -93,11 +93,16 @@ for key, group in (("schemes", trained), ("scalings", scaled)):
     )
     ax.axvline(l_train, color="black", linestyle="--", linewidth=1)
     ax.set_xlabel("evaluation length (bytes)", fontsize=10)
+    ax.set_ylabel("loss (nats per byte)", fontsize=10)
     ax.tick_params(labelsize=10)
-    ax.legend(fontsize=8, loc="upper left")
-axes["schemes"].set_ylabel("loss (nats per byte)", fontsize=10)
-axes["schemes"].set_title("trained at 64, evaluated longer", fontsize=10)
-axes["scalings"].set_title("RoPE with inference-time scalings", fontsize=10)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=10, ncols=2, loc="upper left")
+titles = {
+    "schemes": f"trained at L_train = {l_train}, evaluated longer",
+    "scalings": "RoPE with inference-time scalings (no training)",
+}
+for key, title in titles.items():
+    axes[key].set_title(title, fontsize=10)
 
 # %%
 # Where the loss goes up: the loss at each position of the 512-byte chunks,
@@ -123,7 +128,8 @@ ax.set_xlabel("position in a 512-byte chunk", fontsize=10)
 ax.set_ylabel("loss (nats per byte)", fontsize=10)
 ax.set_title("per position, at 8 × L_train", fontsize=10)
 ax.tick_params(labelsize=10)
-ax.legend(fontsize=8, ncols=2, loc="upper left")
+if ax.get_legend_handles_labels()[0]:
+    ax.legend(fontsize=10, ncols=2, loc="upper left")
 shown_seeds = ", ".join(str(seed) for seed in seeds)
 fig.suptitle(f"Byte-level decoder, {steps} steps, seeds {shown_seeds}", fontsize=11)
 plt.show()

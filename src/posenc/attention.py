@@ -123,7 +123,7 @@ def subsequent_mask(size: int, *, device: torch.device | str | None = None) -> T
     Args:
         size: Sequence length, L.
         device: Device of the mask (default: torch's default device, the CPU
-            unless :func:`torch.set_default_device` says otherwise). Built there,
+            unless ``torch.set_default_device`` says otherwise). Built there,
             not copied there: no host-to-device transfer.
 
     Returns:
