@@ -185,7 +185,7 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def train(session: nox.Session) -> None:
-    """The trained comparison of the schemes (~30 min on 2 cores): results/train-cpu.json.
+    """The trained comparison of the schemes (tens of minutes): results/train-cpu.json.
 
     Three seeds of every scheme, in two single-thread worker processes, a line per run.
     One seed and 300 steps (under 2 minutes): ``nox -s train -- --quick --out FILE``.

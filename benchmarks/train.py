@@ -13,8 +13,8 @@ residual branches). Each run is one process with one thread: at a fixed thread c
 is bit-identical. The full comparison runs in two single-thread worker processes (twice the
 throughput of one process with two threads).
 
-    python benchmarks/train.py                                  # the full run, ~30 min on 2 cores
-    python benchmarks/train.py --quick --out /tmp/quick.json    # one seed, 300 steps
+    python benchmarks/train.py                                # the full run (tens of minutes)
+    python benchmarks/train.py --quick --out /tmp/quick.json  # one seed, 300 steps
 """
 
 from __future__ import annotations
