@@ -1,4 +1,4 @@
-"""Sessions: tests, peers, lint, docs, browser, build, bench; dependencies live in pyproject."""
+"""Sessions: tests, peers, lint, docs, browser, build, bench, train; dependencies in pyproject."""
 
 from __future__ import annotations
 
@@ -185,3 +185,14 @@ def bench(session: nox.Session) -> None:
     """Every timing (input layer, table, RoPE) against its floor, both allocators; --save."""
     install(session, "bench")
     session.run("python", "benchmarks/bench.py", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def train(session: nox.Session) -> None:
+    """The trained comparison of the schemes (tens of minutes): results/train-cpu.json.
+
+    Three seeds of every scheme, in two single-thread worker processes, a line per run.
+    One seed and 300 steps (under 2 minutes): ``nox -s train -- --quick --out FILE``.
+    """
+    install(session, "train")  # the data ships with CPython: nothing is downloaded
+    session.run("python", "benchmarks/train.py", *session.posargs)

@@ -136,6 +136,31 @@ def test_subsequent_mask_errors(size: object, error: type[Exception]) -> None:
         subsequent_mask(size)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("device", ["meta", torch.device("meta")])
+def test_subsequent_mask_is_built_on_the_device_given(device: object) -> None:
+    mask = subsequent_mask(3, device=device)  # type: ignore[arg-type]
+    assert mask.device == torch.device("meta")
+    assert mask.shape == (1, 3, 3)
+    assert mask.dtype == torch.bool
+
+
+def test_subsequent_mask_follows_the_default_device() -> None:
+    with torch.device("meta"):
+        assert subsequent_mask(2).device == torch.device("meta")
+    cpu = subsequent_mask(2, device="cpu")
+    assert cpu.device == torch.device("cpu")
+    assert torch.equal(cpu, subsequent_mask(2))
+
+
+@pytest.mark.parametrize(
+    ("device", "error", "match"),
+    [(0.5, TypeError, r"device.*float 0\.5"), ("gpu7", ValueError, r"device.*'gpu7'")],
+)
+def test_subsequent_mask_device_errors(device: object, error: type[Exception], match: str) -> None:
+    with pytest.raises(error, match=match):
+        subsequent_mask(2, device=device)  # type: ignore[arg-type]
+
+
 # --- clones ---------------------------------------------------------------------------------
 
 

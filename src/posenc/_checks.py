@@ -149,6 +149,20 @@ def floating_dtype(name: str, value: object) -> torch.dtype:
     return value
 
 
+def device(name: str, value: object) -> torch.device | None:
+    """``value`` as a torch.device (None stays None): a str or a torch.device."""
+    if value is None or isinstance(value, torch.device):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a torch.device, a str or None, got {_show(value)}")
+    try:
+        return torch.device(value)
+    except RuntimeError:
+        raise ValueError(
+            f"{name} must name a device such as 'cpu' or 'cuda:0', got {value!r:.60}"
+        ) from None
+
+
 def integer_tensor(name: str, t: object, what: str = "an integer tensor") -> Tensor:
     if not isinstance(t, Tensor):
         raise TypeError(f"{name} must be a Tensor ({what}), got {_show(t)}")

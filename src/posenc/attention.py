@@ -93,6 +93,8 @@ def attention(
         the batch shapes of the inputs broadcast.
 
     Example:
+        >>> import torch
+        >>> from posenc import attention, subsequent_mask
         >>> q = torch.zeros(1, 2, 4)
         >>> k = v = torch.eye(3, 4).unsqueeze(0)
         >>> out, w = attention(q, k, v, mask=subsequent_mask(3)[:, :2])
@@ -115,23 +117,40 @@ def attention(
     return weights @ value, weights
 
 
-def subsequent_mask(size: int) -> Tensor:
+def subsequent_mask(size: int, *, device: torch.device | str | None = None) -> Tensor:
     """Causal mask: position ``i`` may attend to positions ``0 .. i`` only.
 
     Args:
         size: Sequence length, L.
+        device: Device of the mask (default: torch's default device, the CPU
+            unless ``torch.set_default_device`` says otherwise). Built there,
+            not copied there: no host-to-device transfer.
 
     Returns:
         Bool tensor of shape ``(1, size, size)``, True on and below the diagonal.
 
+    Raises:
+        TypeError: ``size`` is not an int, or ``device`` is not a
+            :class:`torch.device`, a str or None.
+        ValueError: ``size`` is not positive, or ``device`` names no device.
+
+    Shapes:
+        - output: ``(1, L, L)``, broadcastable to ``(B, L, L)`` and, after
+          ``unsqueeze(1)``, to ``(B, h, L, L)``.
+
     Example:
+        >>> import torch
+        >>> from posenc import subsequent_mask
         >>> subsequent_mask(3)
         tensor([[[ True, False, False],
                  [ True,  True, False],
                  [ True,  True,  True]]])
+        >>> subsequent_mask(2, device="meta").device
+        device(type='meta')
     """
     size = _checks.positive_int("size", size)
-    return torch.ones(1, size, size, dtype=torch.bool).tril()
+    where = _checks.device("device", device)
+    return torch.ones(1, size, size, dtype=torch.bool, device=where).tril()
 
 
 def clones(module: nn.Module, n: int) -> nn.ModuleList:
@@ -145,6 +164,8 @@ def clones(module: nn.Module, n: int) -> nn.ModuleList:
         A ModuleList of length ``n``.
 
     Example:
+        >>> import torch
+        >>> from posenc import clones
         >>> layers = clones(torch.nn.Linear(2, 2), 3)
         >>> len(layers), layers[0].weight is layers[1].weight
         (3, False)
@@ -182,6 +203,8 @@ class MultiHeadedAttention(nn.Module):
         - output: ``(B, L_q, D)``
 
     Example:
+        >>> import torch
+        >>> from posenc import MultiHeadedAttention, subsequent_mask
         >>> mha = MultiHeadedAttention(h=8, d_model=512)
         >>> x = torch.randn(2, 10, 512)
         >>> mha(x, x, x, mask=subsequent_mask(10)).shape, mha.attn.shape
@@ -292,6 +315,8 @@ class PositionwiseFeedForward(nn.Module):
         - output: ``(*, D)``
 
     Example:
+        >>> import torch
+        >>> from posenc import PositionwiseFeedForward
         >>> ff = PositionwiseFeedForward(d_model=512, d_ff=2048)
         >>> ff(torch.randn(2, 10, 512)).shape
         torch.Size([2, 10, 512])
