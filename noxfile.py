@@ -14,8 +14,9 @@ nox.options.sessions = ["tests", "lint", "docs", "docs-i18n"]
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 # torch (and transformers, where a session installs it) is pinned for these venvs on the
-# pip command line (-c constraints.txt), so every venv tests the same torch. The machines this project runs on carry that release as a
-# CPU wheel; elsewhere pip takes it from PyPI, where the Linux wheel is the CUDA build
+# pip command line (-c constraints.txt), so every venv tests the same torch. The machines
+# this project runs on carry that release as a CPU wheel; elsewhere pip takes it from
+# PyPI, where the Linux wheel is the CUDA build
 # (see the README for the CPU wheel). PIP_CONSTRAINT is not used: it would replace a
 # machine's own pip constraints.
 CONSTRAINTS = ("-c", "constraints.txt")
