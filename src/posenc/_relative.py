@@ -239,7 +239,7 @@ class RelativeBias(nn.Module):
             causal: Whether to return the bias with ``-inf`` where the key comes
                 after the query (key position > query position, by the positions
                 above, so offsets, caches and padding positions count): the
-                additive mask :func:`torch.nn.functional.scaled_dot_product_attention`
+                additive mask ``torch.nn.functional.scaled_dot_product_attention``
                 takes as ``attn_mask``, bias and causal mask in one tensor.
 
         Returns:

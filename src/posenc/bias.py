@@ -21,7 +21,7 @@ The modules share one base: they take the lengths and the positions of the
 queries and of the keys, with the same ``offset`` and ``positions`` arguments
 as every scheme (:func:`posenc.positions.resolve`), and return a bias that
 :func:`~posenc.attention` adds to its scores, or, with ``causal=True``, the
-additive mask that :func:`torch.nn.functional.scaled_dot_product_attention`
+additive mask that ``torch.nn.functional.scaled_dot_product_attention``
 takes:
 
 >>> import torch
@@ -214,7 +214,7 @@ class ALiBi(RelativeBias):
         >>> torch.equal(bias[0, :, 1:, 1:], alibi(2))
         True
 
-        For :func:`torch.nn.functional.scaled_dot_product_attention`,
+        For ``torch.nn.functional.scaled_dot_product_attention``,
         ``causal=True`` returns the bias with ``-inf`` where the key comes after
         the query, the causal mask and the bias in one tensor (see
         :meth:`ALiBi.forward`):
@@ -751,7 +751,7 @@ class KERPLE(RelativeBias):
     authors' code does (chijames/KERPLE, the ``kerple_log`` embedding of their
     GPT-NeoX fork): ``r1 ~ U(0, 2)``, ``r2 ~ U(0, 1)``. The paper requires
     ``r1, r2 > 0``; their code clamps both to at least ``1e-2``
-    (:data:`KERPLE_EPS`) in place at every forward. posenc's forward changes no
+    (``KERPLE_EPS``, 1e-2) in place at every forward. posenc's forward changes no
     state: it uses ``max(r, 1e-2)`` and passes the gradient through the clamp
     unchanged, so the bias and its gradients are those of the authors' code
     while the stored parameters stay as the optimiser left them.
