@@ -51,6 +51,11 @@ for scheme, label in run["labels"].items():
 # Loss against the evaluation length: the line is the mean over the seeds, the
 # band their range (min to max). First the trained schemes, then RoPE trained
 # at 64 and run longer with the scalings users reach for, without retraining.
+# Last, where the loss goes up: the loss at each position of the 512-byte
+# chunks, averaged over the chunks and the seeds (and over 8 neighbouring
+# positions, so that the curves can be told apart). Left of the dashed line the
+# model sees distances it was trained on; right of it, none of its training had.
+# The three panels are one figure, drawn in this one cell.
 COLOURS = {
     "nope": "0.45",
     "sinusoid": "C0",
@@ -104,11 +109,6 @@ titles = {
 for key, title in titles.items():
     axes[key].set_title(title, fontsize=10)
 
-# %%
-# Where the loss goes up: the loss at each position of the 512-byte chunks,
-# averaged over the chunks and the seeds (and over 8 neighbouring positions, so
-# that the curves can be told apart). Left of the dashed line the model sees
-# distances it was trained on; right of it, none of its training had.
 ax = axes["positions"]
 window = 8
 for scheme in [*trained, "rope+yarn"]:
@@ -128,6 +128,8 @@ ax.set_xlabel("position in a 512-byte chunk", fontsize=10)
 ax.set_ylabel("loss (nats per byte)", fontsize=10)
 ax.set_title("per position, at 8 × L_train", fontsize=10)
 ax.tick_params(labelsize=10)
+low, high = ax.get_ylim()
+ax.set_ylim(low, high + 0.4 * (high - low))  # room for the legend above the curves
 if ax.get_legend_handles_labels()[0]:
     ax.legend(fontsize=10, ncols=2, loc="upper left")
 shown_seeds = ", ".join(str(seed) for seed in seeds)
