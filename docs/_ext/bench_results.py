@@ -150,7 +150,8 @@ def _section(results: dict[str, Any], key: str) -> dict[str, Any]:
     raise KeyError(key)
 
 
-def _cell(*lines: str, strong: bool = False) -> nodes.entry:
+def cell(*lines: str, strong: bool = False) -> nodes.entry:
+    """A table cell: one paragraph a line, the first a value, the others its range."""
     entry = nodes.entry()
     for i, line in enumerate(lines):
         para = nodes.paragraph()
@@ -183,23 +184,23 @@ def _table(section: dict[str, Any], allocators: list[str]) -> nodes.table:
     thead = nodes.thead()
     row = nodes.row()
     for head in heads:
-        row += _cell(head)
+        row += cell(head)
     thead += row
     group += thead
     body = nodes.tbody()
     for case in section["cases"]:
         row = nodes.row()
-        row += _cell(case["label"], strong=case["name"] == section["floor"])
+        row += cell(case["label"], strong=case["name"] == section["floor"])
         for allocator in allocators:
             figures = case["allocators"][allocator]
-            row += _cell(
+            row += cell(
                 _ms(figures["median_ms"]),
                 f"{_ms(figures['min_ms'])}–{_ms(figures['max_ms'])}",
             )
-            row += _cell(f"{figures['vs_floor']:.2f}")
+            row += cell(f"{figures['vs_floor']:.2f}")
         if has_base:
             ratio = case["allocators"]["stable"]["vs_baseline"]
-            row += _cell(f"{ratio:.2f}")
+            row += cell(f"{ratio:.2f}")
         body += row
     group += body
     return table

@@ -31,6 +31,7 @@ from functools import reduce
 from pathlib import Path
 from typing import Any
 
+from bench_results import cell  # _ext/ is on the path (docs/conf.py)
 from docutils import nodes
 from docutils.parsers.rst import directives
 from sphinx.application import Sphinx
@@ -116,20 +117,6 @@ def check(results: dict[str, Any], claim: str) -> None:
         raise ExtensionError(f"train-check: the saved run contradicts {claim!r}: {found}")
 
 
-def _cell(*lines: str, strong: bool = False) -> nodes.entry:
-    entry = nodes.entry()
-    for i, line in enumerate(lines):
-        para = nodes.paragraph()
-        text: nodes.Node = nodes.Text(line)
-        if strong:
-            text = nodes.strong(line, line)
-        elif i:
-            text = nodes.inline(line, line, classes=["bench-range"])
-        para += text
-        entry += para
-    return entry
-
-
 def table(results: dict[str, Any], schemes: list[str], past: bool) -> nodes.table:
     l_train = results["training"]["L_train"]
     multiples = MULTIPLES[1:] if past else MULTIPLES
@@ -145,22 +132,22 @@ def table(results: dict[str, Any], schemes: list[str], past: bool) -> nodes.tabl
     thead = nodes.thead()
     row = nodes.row()
     for head in heads:
-        row += _cell(head)
+        row += cell(head)
     thead += row
     group += thead
     body = nodes.tbody()
     for scheme in schemes:
         row = nodes.row()
-        row += _cell(results["labels"][scheme])
-        row += _cell(str(len(seeds_of(results, scheme))))
+        row += cell(results["labels"][scheme])
+        row += cell(str(len(seeds_of(results, scheme))))
         for m in multiples:
             key = "loss_past" if past else "loss"
             values = losses(results, scheme, m, key)
             if all(value is None for value in values):
-                row += _cell("n/a", "refused")
+                row += cell("n/a", "refused")
                 continue
             found = _finite(values, f"{scheme} at {m}x")
-            row += _cell(f"{statistics.fmean(found):.3f}", f"{min(found):.3f}–{max(found):.3f}")
+            row += cell(f"{statistics.fmean(found):.3f}", f"{min(found):.3f}–{max(found):.3f}")
         body += row
     group += body
     return out
