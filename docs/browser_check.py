@@ -4,8 +4,9 @@ Usage: ``python docs/browser_check.py [HTML_DIR] [--languages=en,ko,ja]
 [--pages=index.html,guide/*]`` (default ``docs/_build/html``, every language, every
 page), run by ``nox -s browser`` after ``nox -s docs``
 and ``nox -s docs-i18n``. Each language is a site of its own in ``HTML_DIR/<language>/``
-and every check below runs on each; ``HTML_DIR/index.html`` picks the language. The
-site is served by
+and every check below runs on each, in a process and browser of its own, the
+languages side by side; ``HTML_DIR/index.html`` picks the language. The site is
+served by
 ``python -m http.server`` on 127.0.0.1, and the browser may load nothing else:
 any request that leaves the site is aborted and reported.
 
@@ -379,11 +380,23 @@ class Problems:
             if response.status >= 400:
                 self.add(f"HTTP {response.status} for {response.url}")
 
+        # Which document asked for each request: the main frame's navigations, counted
+        # as each is asked for. A request that a page still had in flight when the next
+        # page was opened (its icon, a font MathJax asked for late) is dropped by Chromium
+        # as ERR_ABORTED: the reader left, nothing failed. A request of the page being
+        # read that is lost fails.
+        shown = [0]
+        asked: dict[Request, int] = {}
+
+        def on_request(request: Request) -> None:
+            if request.is_navigation_request() and request.frame == page.main_frame:
+                shown[0] += 1
+            asked[request] = shown[0]
+
         def on_failed(request: Request) -> None:
-            # Chromium fetches a page's icon last and drops the request when the next
-            # page is opened; check_icon loads the icon itself.
-            if request.failure == "net::ERR_ABORTED" and self.icon.search(request.url):
-                return
+            left = asked.pop(request, shown[0]) < shown[0]
+            if request.failure == "net::ERR_ABORTED" and (left or self.icon.search(request.url)):
+                return  # check_icon loads the icon itself
             self.add(f"request failed: {request.url} ({request.failure})")
 
         def route(r: Route) -> None:
@@ -397,6 +410,8 @@ class Problems:
         page.on("console", on_console)
         page.on("pageerror", lambda exc: self.add(f"page error: {exc}"))
         page.on("response", on_response)
+        page.on("request", on_request)
+        page.on("requestfinished", lambda request: asked.pop(request, None))
         page.on("requestfailed", on_failed)
         page.route("**/*", route)
 
@@ -704,6 +719,9 @@ def check_picker(problems: Problems, base: str, built: list[str], context_of) ->
         context.close()
 
 
+PART = "--part=language"  # how the run of all languages starts each language's
+
+
 def main(argv: list[str]) -> int:
     options = dict(a[2:].split("=", 1) for a in argv[1:] if a.startswith("--") and "=" in a)
     args = [a for a in argv[1:] if not a.startswith("--")]
@@ -723,67 +741,101 @@ def main(argv: list[str]) -> int:
     if not Path(CHROMIUM).is_file():
         print(f"no Chromium at {CHROMIUM}: apt-get install chromium", file=sys.stderr)
         return 2
+    if PART in argv:  # one language's pages, for the run below
+        (language,) = languages
+        shutil.rmtree(shots / language, ignore_errors=True)
+        return check_language(html, language, patterns, shots)
     shutil.rmtree(shots, ignore_errors=True)
+    # Each language in a process of its own, side by side: a page check mostly waits
+    # (for the network to fall idle, for fonts, MathJax and the screenshot), so three
+    # browsers at once take about the time of one. Their reports are printed in order.
+    pages_option = f"--pages={','.join(patterns)}"
+    runs = [
+        subprocess.Popen(
+            [sys.executable, __file__, str(html), f"--languages={code}", pages_option, PART],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for code in languages
+    ]
+    failed = 0
+    for language, run in zip(languages, runs, strict=True):
+        report, _ = run.communicate()
+        print(f"--- {language}\n{report.rstrip()}", flush=True)
+        failed += run.returncode != 0
     problems = Problems()
     for item in external_resources(html):
         problems.items.append(f"resource outside the site: {item}")
+    with serve(html) as root, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        check_picker(problems, root, languages, lambda locale: browser.new_context(locale=locale))
+        browser.close()
+    print("--- the whole site: its resources and the root page's language picker")
+    for item in problems.items:
+        print("FAIL", item, file=sys.stderr)
+    print(f"{len(problems.items)} problems; {failed} of {len(languages)} languages failed")
+    return 1 if problems.items or failed else 0
+
+
+def check_language(html: Path, language: str, patterns: list[str], shots: Path) -> int:
+    """Every page of one language at both widths, its search and its switchers."""
+    problems = Problems()
     total_pages = figures = 0
     with serve(html) as root, sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        for language in languages:
-            site = html / language
-            base = f"{root}{language}/"
-            for item in switcher_links(site, language):
-                problems.items.append(item)
-            record = site / FIGURE_TEXT
-            text = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
-            if not text:
-                problems.items.append(f"no record of the figures' text sizes in {record}")
-            todo = [rel for rel in pages(site) if any(fnmatch(rel, p) for p in patterns)]
-            total_pages += len(todo)
-            for viewport in (DESKTOP, PHONE):
-                width = viewport["width"]
-                (shots / language / str(width)).mkdir(parents=True, exist_ok=True)
-                context = browser.new_context(viewport=viewport, locale=language)
-                page = context.new_page()
-                client = context.new_cdp_session(page)
-                problems.watch(page, root.rstrip("/"))
-                for rel in todo:
-                    problems.page = f"{language}/{rel}"
-                    load(page, base + rel)
-                    check_layout(page, problems, width, scroll=rel.startswith(SOURCE_PAGES))
-                    if viewport is DESKTOP:
-                        check_page(page, problems, base + rel)
-                        check_icon(page, problems)
-                        figures += check_figures(page, problems, text)
-                        if language != "en":
-                            check_glyphs(page, problems, client)
-                    else:
-                        check_display_math(page, problems)
-                        check_figures(page, problems, text, phone=True)
-                    name = screenshot_name(rel)
-                    if name:
-                        shot = shots / language / str(width) / name
-                        page.screenshot(path=str(shot), full_page=True)
+        site = html / language
+        base = f"{root}{language}/"
+        for item in switcher_links(site, language):
+            problems.items.append(item)
+        record = site / FIGURE_TEXT
+        text = json.loads(record.read_text(encoding="utf-8")) if record.is_file() else {}
+        if not text:
+            problems.items.append(f"no record of the figures' text sizes in {record}")
+        todo = [rel for rel in pages(site) if any(fnmatch(rel, p) for p in patterns)]
+        total_pages += len(todo)
+        for viewport in (DESKTOP, PHONE):
+            width = viewport["width"]
+            (shots / language / str(width)).mkdir(parents=True, exist_ok=True)
+            context = browser.new_context(viewport=viewport, locale=language)
+            page = context.new_page()
+            client = context.new_cdp_session(page)
+            problems.watch(page, root.rstrip("/"))
+            for rel in todo:
+                problems.page = f"{language}/{rel}"
+                load(page, base + rel)
+                check_layout(page, problems, width, scroll=rel.startswith(SOURCE_PAGES))
                 if viewport is DESKTOP:
-                    problems.page = f"{language}/search.html"
-                    check_search(page, problems, base, language)
-                    problems.page = f"{language}/guide/order.html (the switcher)"
-                    check_switcher(page, problems, root, language)
-                    check_file_switcher(browser, problems, html, language)
-                context.close()
-        check_picker(problems, root, languages, lambda locale: browser.new_context(locale=locale))
+                    check_page(page, problems, base + rel)
+                    check_icon(page, problems)
+                    figures += check_figures(page, problems, text)
+                    if language != "en":
+                        check_glyphs(page, problems, client)
+                else:
+                    check_display_math(page, problems)
+                    check_figures(page, problems, text, phone=True)
+                name = screenshot_name(rel)
+                if name:
+                    shot = shots / language / str(width) / name
+                    page.screenshot(path=str(shot), full_page=True)
+            if viewport is DESKTOP:
+                problems.page = f"{language}/search.html"
+                check_search(page, problems, base, language)
+                problems.page = f"{language}/guide/order.html (the switcher)"
+                check_switcher(page, problems, root, language)
+                check_file_switcher(browser, problems, html, language)
+            context.close()
         browser.close()
     print(
-        f"checked {total_pages} pages in {', '.join(languages)} at {DESKTOP['width']} and "
-        f"{PHONE['width']} px, {figures} gallery figures, the search pages, the switchers "
-        f"and the root page; screenshots in {shots}"
+        f"checked {total_pages} pages in {language} at {DESKTOP['width']} and "
+        f"{PHONE['width']} px, {figures} gallery figures, the search page and the "
+        f"switchers; screenshots in {shots / language}"
     )
     for item in problems.pending:
-        print("PENDING (not failing: the page is being rebuilt)", item, file=sys.stderr)
+        print("PENDING (not failing: the page is being rebuilt)", item)
     for item in problems.items:
-        print("FAIL", item, file=sys.stderr)
-    print(f"{len(problems.items)} problems", file=sys.stderr)
+        print("FAIL", item)
+    print(f"{len(problems.items)} problems")
     return 1 if problems.items else 0
 
 
