@@ -17,7 +17,8 @@ class AxisPositions(NamedTuple):
     Attributes:
         length: Number of tokens, L.
         values: ``int64`` positions, ``(A, L)`` (shared by the batch) or ``(A, B, L)``
-            (one row per sequence; B may be 1), axes first.
+            (one row per sequence; B may be 1), axes first; ``float64`` for
+            fractional positions (``resolve_axes(..., fractional=True)``).
         start: Always None: positions on axes are never one run ``start, start + 1, ...``.
     """
 
@@ -47,6 +48,8 @@ class AxisPositions(NamedTuple):
         Returns:
             Whether :meth:`take` may read every position from such a table.
         """
+        if self.values.dtype.is_floating_point:
+            return False  # fractional positions have no row: they are computed
         if self.values.numel() == 0:
             return True
         if not _runtime.readable(self.values):
@@ -89,6 +92,7 @@ def resolve_axes(
     positions: Tensor | None = None,
     batch: int | None = None,
     device: torch.device | str | None = None,
+    fractional: bool = False,
 ) -> Positions | AxisPositions:
     """:func:`resolve` for a scheme that turns on ``axes`` position axes.
 
@@ -114,6 +118,8 @@ def resolve_axes(
         positions: ``(L,)``, ``(B, L)``, ``(A, L)`` or ``(A, B, L)`` integer tensor.
         batch: Batch size B of the input, or None for an unbatched input.
         device: The input's device, or None to accept tensors on any device.
+        fractional: As in :func:`resolve`: floating positions are taken (on
+            every form), widened to float64.
 
     Returns:
         :class:`AxisPositions` for positions on axes, else :func:`resolve`'s
@@ -135,7 +141,14 @@ def resolve_axes(
     length = _checks.length("length", length)
     axes = _checks.positive_int("axes", axes)
     if not isinstance(positions, Tensor) or positions.dim() not in (2, 3):
-        return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
+        return resolve(
+            length,
+            offset=offset,
+            positions=positions,
+            batch=batch,
+            device=device,
+            fractional=fractional,
+        )
     rows = positions.shape[0]
     if positions.dim() == 2:
         if batch is not None and rows == axes and axes == batch and axes > 1:
@@ -146,12 +159,30 @@ def resolve_axes(
                 f"positions.unsqueeze(0), (1, B, L), for one stream per sequence"
             )
         if rows != axes or (batch is not None and rows == batch):
-            return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
+            return resolve(
+            length,
+            offset=offset,
+            positions=positions,
+            batch=batch,
+            device=device,
+            fractional=fractional,
+        )
     elif rows == 1:
-        return resolve(length, offset=offset, positions=positions[0], batch=batch, device=device)
+        return resolve(
+            length,
+            offset=offset,
+            positions=positions[0],
+            batch=batch,
+            device=device,
+            fractional=fractional,
+        )
     where = None if device is None else torch.device(device)
     index = _positions_tensor(
-        positions, offset, where, "an integer tensor of shape (L,), (B, L), (A, L) or (A, B, L)"
+        positions,
+        offset,
+        where,
+        "an integer tensor of shape (L,), (B, L), (A, L) or (A, B, L)",
+        fractional,
     )
     if index.shape[0] != axes or index.shape[-1] != length:
         raise ValueError(
