@@ -178,11 +178,18 @@ def _check_device(name: str, t: Tensor, device: torch.device | None, *, scalar_o
     )
 
 
-def _as_int64(name: str, t: object, what: str) -> Tensor:
+def as_int64(name: str, t: object, what: str = "an integer tensor") -> Tensor:
     """An integer tensor of any dtype, in the position domain, widened to int64.
 
     Bool and floating tensors are refused; the domain is checked before the widening.
+    The one widening of position ids (uint8 to int64 included) for every scheme.
     """
+    if isinstance(t, Tensor) and t.dtype.is_floating_point:
+        raise TypeError(
+            f"{name} must be {what}, got dtype {t.dtype}: this scheme takes integer "
+            f"positions only (fractional positions are RotaryEmbedding's); integral values "
+            f"in a floating tensor convert with {name}.long()"
+        )
     t = _checks.integer_tensor(name, t, what)
     check_domain(name, t)
     return t if t.dtype == torch.int64 else t.to(torch.int64)
@@ -266,7 +273,7 @@ def _positions_tensor(
         where,
         scalar_ok=False,
     )
-    return _as_int64("positions", positions, shape_text)
+    return as_int64("positions", positions, shape_text)
 
 
 def resolve(
