@@ -24,10 +24,12 @@ import posenc
 from posenc import (
     ALiBi,
     Embeddings,
+    LearnedPositionalEmbedding,
     MultiHeadedAttention,
     PositionalEncoding,
     PositionwiseFeedForward,
     RelativePositionBias,
+    RotaryEmbedding,
     TokenAndPositionEmbedding,
     attention,
     clones,
@@ -344,6 +346,46 @@ def test_a_0d_cpu_offset_goes_with_any_device_and_meta_results_stay_meta() -> No
     assert where.tensor().device == META
     assert ALiBi(2)(3, 4, offset=torch.tensor(1), device="meta").device == META
     assert pos.resolve(3, offset=torch.tensor(2), device="cpu").tensor().tolist() == [2, 3, 4]
+
+
+NO_VALUES = "positions is on the meta device, which holds no values, and is needed on cpu"
+META_IDS = torch.arange(5, device="meta")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: PositionalEncoding(D).encoding(5, positions=META_IDS),
+        lambda: LearnedPositionalEmbedding(8, 4)(
+            torch.zeros(5, 4, device="meta"), positions=META_IDS
+        ),
+        lambda: LearnedPositionalEmbedding(8, 4)(META_IDS),
+        lambda: LearnedPositionalEmbedding(8, 4).rows(META_IDS),
+        lambda: RotaryEmbedding(8).cos_sin(5, positions=META_IDS),
+        lambda: RotaryEmbedding(8).cos_sin(5, positions=META_IDS.double() / 2),
+        lambda: RotaryEmbedding(8, axes=(4, 4)).cos_sin(5, positions=META_IDS.expand(2, 5)),
+    ],
+    ids=["encoding", "learned", "learned ids", "learned rows", "rotary", "fractional", "axes"],
+)
+def test_meta_positions_needed_with_values_are_refused_by_name(call: Callable[[], object]) -> None:
+    # Was a raw NotImplementedError ("Cannot copy out of meta tensor"), issue 27.
+    with pytest.raises(ValueError, match=re.escape(NO_VALUES)):
+        call()
+
+
+def test_meta_positions_and_masks_give_meta_results_of_the_known_shape() -> None:
+    mask = torch.ones(2, 5, dtype=torch.uint8, device="meta")
+    assert positions_from_mask(mask).shape == (2, 5) and positions_from_mask(mask).is_meta
+    where = pos.resolve(5, positions=META_IDS.to(torch.int16))
+    assert where.tensor().is_meta and where.tensor().dtype == torch.int64
+    fractional = pos.resolve(5, positions=META_IDS.half(), fractional=True)
+    assert fractional.tensor().is_meta and fractional.tensor().dtype == torch.float64
+    assert PositionalEncoding(D).encoding(5, positions=META_IDS, device="meta").shape == (5, D)
+    assert LearnedPositionalEmbedding(8, 4).to("meta")(META_IDS).shape == (5, 4)
+    cos, _ = RotaryEmbedding(8).cos_sin(2, positions=META_IDS[:2].float(), device="meta")
+    assert cos.shape == (2, 4) and cos.is_meta
+    axes = RotaryEmbedding(8, axes=(4, 4)).to("meta")
+    assert axes(torch.zeros(5, 8, device="meta"), positions=META_IDS.expand(2, 5)).is_meta
 
 
 # -- Types and messages --------------------------------------------------------------------------

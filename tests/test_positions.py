@@ -347,7 +347,9 @@ def test_contiguous_shard_equals_its_cut_of_the_whole_order(
         assert torch.equal(got, expected[rank]), (rank, docs)
         if docs is not None:  # a tensor of lengths reads as the list
             assert torch.equal(
-                shard_positions(length, world, rank, lengths=torch.tensor(docs, dtype=torch.int16)),
+                shard_positions(
+                    length, world, rank, lengths=torch.tensor(docs, dtype=torch.int16)
+                ),
                 got,
             )
 

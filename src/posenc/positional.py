@@ -461,7 +461,9 @@ class LearnedPositionalEmbedding(nn.Module):
         """
         index = _resolve.as_int64("positions", positions, "an integer tensor")
         _checks.learned_positions(index, self.max_len)
-        return functional.embedding(index.to(self.weight.device), self.weight)
+        return functional.embedding(
+            _resolve.values_to("positions", index, self.weight.device), self.weight
+        )
 
     @_distributed.sequence_input(-2, position_ids=True)
     def forward(

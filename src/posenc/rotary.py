@@ -42,6 +42,7 @@ from ._rounding import round_once
 from ._tables import DerivedTables
 from .frequencies import ladder
 from .positions import AxisPositions, Positions, resolve, resolve_axes
+from .positions._resolve import values_to
 from .rope_config import ROPE_TYPES, RopeConfig
 
 __all__ = [
@@ -789,7 +790,9 @@ class RotaryEmbedding(DerivedTables):
                 )
             work = _runtime.work_device(device)
             freqs = self._frequencies(where, work, seq_len)
-            per_pair = where.per_pair(self._pair_axes.to(where.values.device)).to(work)
+            per_pair = values_to(
+                "positions", where.per_pair(self._pair_axes.to(where.values.device)), work
+            )
             cos, sin = _cos_sin(per_pair, freqs, self.attention_factor, dtype, paired=True)
             return cos.to(device), sin.to(device)
         if serves:
@@ -813,7 +816,9 @@ class RotaryEmbedding(DerivedTables):
             seq_len = given
         elif where.start is not None:
             seq_len = where.start + where.length
-        elif where.values is not None and where.values.numel() and where.values.is_floating_point():
+        elif (
+            where.values is not None and where.values.numel() and where.values.is_floating_point()
+        ):
             # fractional positions: the length of the integer positions that reach as far
             top = where.values.amax().floor().to(torch.int64)
             seq_len = top.to(device) + 1  # no sync: stays a tensor

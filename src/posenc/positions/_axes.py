@@ -8,7 +8,14 @@ import torch
 from torch import Tensor
 
 from .. import _checks, _runtime
-from ._resolve import Positions, _check_rows, _positions_tensor, check_domain, resolve
+from ._resolve import (
+    Positions,
+    _check_rows,
+    _positions_tensor,
+    check_domain,
+    resolve,
+    values_to,
+)
 
 
 class AxisPositions(NamedTuple):
@@ -35,7 +42,7 @@ class AxisPositions(NamedTuple):
         Returns:
             ``values``, on ``device``.
         """
-        return self.values if device is None else self.values.to(device)
+        return values_to("positions", self.values, device)
 
     def within(self, size: int) -> bool:
         """Whether every position on every axis is known to lie in ``[0, size)``.
@@ -79,7 +86,9 @@ class AxisPositions(NamedTuple):
             ``(L, h)`` or ``(B, L, h)``: ``out[..., l, k] = table[p, k]`` with ``p`` the
             position of token ``l`` on the axis of pair ``k``; a new tensor.
         """
-        index = self.per_pair(pair_axes.to(self.values.device)).to(table.device)
+        index = values_to(
+            "positions", self.per_pair(pair_axes.to(self.values.device)), table.device
+        )
         shape = index.shape
         return table.gather(0, index.reshape(-1, shape[-1])).view(shape)
 
@@ -160,13 +169,13 @@ def resolve_axes(
             )
         if rows != axes or (batch is not None and rows == batch):
             return resolve(
-            length,
-            offset=offset,
-            positions=positions,
-            batch=batch,
-            device=device,
-            fractional=fractional,
-        )
+                length,
+                offset=offset,
+                positions=positions,
+                batch=batch,
+                device=device,
+                fractional=fractional,
+            )
     elif rows == 1:
         return resolve(
             length,

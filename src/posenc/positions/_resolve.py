@@ -32,6 +32,26 @@ _RELATIVE_WHY = (
 )
 
 
+def values_to(name: str, t: Tensor, device: torch.device | str | None) -> Tensor:
+    """``t`` on ``device``; from the meta device, which holds no values, refused by name.
+
+    A meta tensor goes to the meta device only: its shape is known there (a result
+    whose shape needs no values is computed on meta), its values nowhere.
+    """
+    if device is None:
+        return t
+    device = torch.device(device)
+    if t.device == device:
+        return t
+    if t.is_meta:
+        raise ValueError(
+            f"{name} is on the meta device, which holds no values, and is needed on "
+            f"{device}: give {name} with values, or ask for the result on the meta device "
+            f"(device='meta', or a module moved with .to('meta')) to trace shapes"
+        )
+    return t.to(device)
+
+
 class Positions(NamedTuple):
     """The positions of the ``length`` tokens of an input, as :func:`resolve` returns them.
 
@@ -63,7 +83,7 @@ class Positions(NamedTuple):
             A tensor the caller may not modify in place when it is ``values``.
         """
         if self.values is not None:
-            return self.values if device is None else self.values.to(device)
+            return values_to("positions", self.values, device)
         assert self.start is not None
         # start + arange, not arange(start, stop): stop may be 2**63, past int64
         return torch.arange(self.length, device=device) + self.start
@@ -107,7 +127,7 @@ class Positions(NamedTuple):
         if self.start is not None:
             return table[self.start : self.start + self.length]
         assert self.values is not None
-        return table[self.values.to(table.device)]
+        return table[values_to("positions", self.values, table.device)]
 
 
 def check_domain(
@@ -219,7 +239,9 @@ def _as_float64(name: str, t: Tensor) -> Tensor:
             )
         top = float(wide.abs().amax())
         if top > FRACTIONAL_MAX:
-            raise ValueError(f"{name} holds a position of magnitude {top:g}, outside {_FRACTIONAL}")
+            raise ValueError(
+                f"{name} holds a position of magnitude {top:g}, outside {_FRACTIONAL}"
+            )
         return wide
     return t if t.dtype == torch.float64 else t.to(torch.float64)
 
