@@ -375,15 +375,19 @@ def test_meta_positions_needed_with_values_are_refused_by_name(call: Callable[[]
 
 def test_meta_positions_and_masks_give_meta_results_of_the_known_shape() -> None:
     mask = torch.ones(2, 5, dtype=torch.uint8, device="meta")
-    assert positions_from_mask(mask).shape == (2, 5) and positions_from_mask(mask).is_meta
+    assert positions_from_mask(mask).shape == (2, 5)
+    assert positions_from_mask(mask).is_meta
     where = pos.resolve(5, positions=META_IDS.to(torch.int16))
-    assert where.tensor().is_meta and where.tensor().dtype == torch.int64
+    assert where.tensor().is_meta
+    assert where.tensor().dtype == torch.int64
     fractional = pos.resolve(5, positions=META_IDS.half(), fractional=True)
-    assert fractional.tensor().is_meta and fractional.tensor().dtype == torch.float64
+    assert fractional.tensor().is_meta
+    assert fractional.tensor().dtype == torch.float64
     assert PositionalEncoding(D).encoding(5, positions=META_IDS, device="meta").shape == (5, D)
     assert LearnedPositionalEmbedding(8, 4).to("meta")(META_IDS).shape == (5, 4)
     cos, _ = RotaryEmbedding(8).cos_sin(2, positions=META_IDS[:2].float(), device="meta")
-    assert cos.shape == (2, 4) and cos.is_meta
+    assert cos.shape == (2, 4)
+    assert cos.is_meta
     axes = RotaryEmbedding(8, axes=(4, 4)).to("meta")
     assert axes(torch.zeros(5, 8, device="meta"), positions=META_IDS.expand(2, 5)).is_meta
 

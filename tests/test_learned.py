@@ -225,7 +225,9 @@ def test_input_errors() -> None:
         learned(torch.zeros(2, 3, D, dtype=torch.long), offset=1)
     with pytest.raises(ValueError, match=r"and positions= was given too: .*pass the ids alone"):
         learned(torch.zeros(2, 3, dtype=torch.long), positions=torch.arange(3))
-    with pytest.raises(TypeError, match="got dtype torch.bool: for ids, convert with x.long()"):
+    with pytest.raises(
+        TypeError, match=r"got dtype torch.bool: for ids, convert with x\.long\(\)"
+    ):
         learned(torch.zeros(2, 3, D, dtype=torch.bool))
     assert learned(torch.zeros(2, 3, D, dtype=torch.long)).shape == (2, 3, D, D)
     with pytest.raises(TypeError, match="positions must be"):

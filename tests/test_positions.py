@@ -359,7 +359,8 @@ def test_a_shard_of_a_sequence_too_long_to_build_is_computed() -> None:
     shard = shard_positions(2**45, 2**30, 5)
     assert torch.equal(shard, torch.arange(2**15) + 5 * 2**15)
     last = shard_positions(2**62, 2**40, 2**40 - 1)  # up to the domain's last position
-    assert int(last[-1]) == 2**62 - 1 and last.numel() == 2**22
+    assert int(last[-1]) == 2**62 - 1
+    assert last.numel() == 2**22
     docs = [2**44, 2**44]  # packed documents: positions restart at the second
     assert torch.equal(shard_positions(2**45, 2**30, 2**29, lengths=docs), torch.arange(2**15))
 

@@ -543,7 +543,7 @@ _PEER_KEYS = ("position_embeddings.weight", "wpe.weight")
 
 
 def _check_ids_or_features(x: Tensor, offset: object, positions: object, d_model: int) -> None:
-    """What ``LearnedPositionalEmbedding.forward`` reads ``x`` as, decided by dtype, never silently.
+    """What ``LearnedPositionalEmbedding.forward`` reads ``x`` as: by dtype, never silently.
 
     An integer ``x`` is position ids (``wpe(position_ids)``), which take no ``offset`` or
     ``positions``; a bool ``x`` is neither; a floating ``x`` is token vectors, and one whose
