@@ -45,7 +45,8 @@ def _timm_pos_embed_sincos() -> types.ModuleType:
     if name in sys.modules:
         return sys.modules[name]
     file_spec = importlib.util.spec_from_file_location(name, layers / "pos_embed_sincos.py")
-    assert file_spec is not None and file_spec.loader is not None
+    assert file_spec is not None
+    assert file_spec.loader is not None
     module = importlib.util.module_from_spec(file_spec)
     sys.modules[name] = module
     file_spec.loader.exec_module(module)
