@@ -348,6 +348,62 @@ def test_a_0d_cpu_offset_goes_with_any_device_and_meta_results_stay_meta() -> No
     assert pos.resolve(3, offset=torch.tensor(2), device="cpu").tensor().tolist() == [2, 3, 4]
 
 
+# -- Every entry that takes ids or positions takes every integer dtype (issue 27) ------------
+
+_IDS = torch.tensor([[0, 3, 1, 7], [2, 2, 5, 0]])
+
+
+def _entries() -> dict[str, Callable[[torch.Tensor], object]]:
+    torch.manual_seed(0)
+    learned = LearnedPositionalEmbedding(8, D)
+    t5, kerple, tokens = (
+        RelativePositionBias(2),
+        posenc.KERPLE(2),
+        TokenAndPositionEmbedding(D, 10),
+    )
+    x = torch.randn(2, 4, D)
+    return {
+        "PositionalEncoding": lambda p: PositionalEncoding(D)(x, positions=p),
+        "sinusoidal_table": lambda p: posenc.sinusoidal_table(p, D),
+        "learned positions=": lambda p: learned(x, positions=p),
+        "learned ids": lambda p: learned(p),
+        "learned rows": lambda p: learned.rows(p),
+        "learned offset": lambda p: learned(x, offset=p[:, 0]),
+        "rotary": lambda p: RotaryEmbedding(D)(x, positions=p),
+        "rotary axes": lambda p: RotaryEmbedding(D, axes=(4, 4))(x, positions=p[:, None]),
+        "rotary cos_sin": lambda p: RotaryEmbedding(D).cos_sin(4, positions=p, batch=2),
+        "ALiBi": lambda p: ALiBi(2)(4, positions=p, key_positions=p),
+        "RelativePositionBias": lambda p: t5(4, positions=p),
+        "KERPLE": lambda p: kerple(4, key_positions=p),
+        "relative_position_bucket": lambda p: relative_position_bucket(p),
+        "timestep_embedding": lambda p: posenc.timestep_embedding(p[0], D),
+        "TokenAndPositionEmbedding": lambda p: tokens(p, positions=p),
+        "positions_from_mask": lambda p: positions_from_mask(p),
+        "positions_from_lengths": lambda p: positions_from_lengths(p[0]),
+    }
+
+
+@pytest.mark.parametrize("name", list(_entries()))
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64],
+    ids=lambda d: str(d).removeprefix("torch."),
+)
+def test_every_entry_takes_every_integer_dtype_as_int64(name: str, dtype: torch.dtype) -> None:
+    call = _entries()[name]
+    want, got = call(_IDS), call(_IDS.to(dtype))
+    pairs = zip(want, got, strict=True) if isinstance(want, tuple) else [(want, got)]
+    for w, g in pairs:
+        assert isinstance(g, torch.Tensor)
+        assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("name", [n for n in _entries() if n != "positions_from_mask"])
+def test_every_entry_refuses_bool_ids_by_name(name: str) -> None:  # a bool mask is a mask
+    with pytest.raises(TypeError, match=r"torch\.bool"):
+        _entries()[name](_IDS.bool())
+
+
 NO_VALUES = "positions is on the meta device, which holds no values, and is needed on cpu"
 META_IDS = torch.arange(5, device="meta")
 
