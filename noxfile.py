@@ -42,6 +42,9 @@ def tests(session: nox.Session) -> None:
 def peers(session: nox.Session) -> None:
     """Golden tests against the peer libraries' own functions (tests/peers/), in their own venv."""
     install(session, "peers")
+    # timm's pos_embed_sincos is loaded as a file (tests/peers/test_vision_peers.py): its
+    # dependencies (torchvision) fail to import on torch 2.13, so it comes without them.
+    session.install("--no-deps", "timm==1.0.31")
     session.run("pytest", "-v", "tests/peers", *session.posargs, env={"POSENC_PEERS": "1"})
 
 

@@ -24,10 +24,12 @@ import posenc
 from posenc import (
     ALiBi,
     Embeddings,
+    LearnedPositionalEmbedding,
     MultiHeadedAttention,
     PositionalEncoding,
     PositionwiseFeedForward,
     RelativePositionBias,
+    RotaryEmbedding,
     TokenAndPositionEmbedding,
     attention,
     clones,
@@ -344,6 +346,106 @@ def test_a_0d_cpu_offset_goes_with_any_device_and_meta_results_stay_meta() -> No
     assert where.tensor().device == META
     assert ALiBi(2)(3, 4, offset=torch.tensor(1), device="meta").device == META
     assert pos.resolve(3, offset=torch.tensor(2), device="cpu").tensor().tolist() == [2, 3, 4]
+
+
+# -- Every entry that takes ids or positions takes every integer dtype (issue 27) ------------
+
+_IDS = torch.tensor([[0, 3, 1, 7], [2, 2, 5, 0]])
+
+
+def _entries() -> dict[str, Callable[[torch.Tensor], object]]:
+    torch.manual_seed(0)
+    learned = LearnedPositionalEmbedding(8, D)
+    t5, kerple, tokens = (
+        RelativePositionBias(2),
+        posenc.KERPLE(2),
+        TokenAndPositionEmbedding(D, 10),
+    )
+    x = torch.randn(2, 4, D)
+    return {
+        "PositionalEncoding": lambda p: PositionalEncoding(D)(x, positions=p),
+        "sinusoidal_table": lambda p: posenc.sinusoidal_table(p, D),
+        "learned positions=": lambda p: learned(x, positions=p),
+        "learned ids": lambda p: learned(p),
+        "learned rows": lambda p: learned.rows(p),
+        "learned offset": lambda p: learned(x, offset=p[:, 0]),
+        "rotary": lambda p: RotaryEmbedding(D)(x, positions=p),
+        "rotary axes": lambda p: RotaryEmbedding(D, axes=(4, 4))(x, positions=p[:, None]),
+        "rotary cos_sin": lambda p: RotaryEmbedding(D).cos_sin(4, positions=p, batch=2),
+        "ALiBi": lambda p: ALiBi(2)(4, positions=p, key_positions=p),
+        "RelativePositionBias": lambda p: t5(4, positions=p),
+        "KERPLE": lambda p: kerple(4, key_positions=p),
+        "relative_position_bucket": lambda p: relative_position_bucket(p),
+        "timestep_embedding": lambda p: posenc.timestep_embedding(p[0], D),
+        "TokenAndPositionEmbedding": lambda p: tokens(p, positions=p),
+        "positions_from_mask": lambda p: positions_from_mask(p),
+        "positions_from_lengths": lambda p: positions_from_lengths(p[0]),
+    }
+
+
+@pytest.mark.parametrize("name", list(_entries()))
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64],
+    ids=lambda d: str(d).removeprefix("torch."),
+)
+def test_every_entry_takes_every_integer_dtype_as_int64(name: str, dtype: torch.dtype) -> None:
+    call = _entries()[name]
+    want, got = call(_IDS), call(_IDS.to(dtype))
+    pairs = zip(want, got, strict=True) if isinstance(want, tuple) else [(want, got)]
+    for w, g in pairs:
+        assert isinstance(g, torch.Tensor)
+        assert torch.equal(g, w)
+
+
+@pytest.mark.parametrize("name", [n for n in _entries() if n != "positions_from_mask"])
+def test_every_entry_refuses_bool_ids_by_name(name: str) -> None:  # a bool mask is a mask
+    with pytest.raises(TypeError, match=r"torch\.bool"):
+        _entries()[name](_IDS.bool())
+
+
+NO_VALUES = "positions is on the meta device, which holds no values, and is needed on cpu"
+META_IDS = torch.arange(5, device="meta")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: PositionalEncoding(D).encoding(5, positions=META_IDS),
+        lambda: LearnedPositionalEmbedding(8, 4)(
+            torch.zeros(5, 4, device="meta"), positions=META_IDS
+        ),
+        lambda: LearnedPositionalEmbedding(8, 4)(META_IDS),
+        lambda: LearnedPositionalEmbedding(8, 4).rows(META_IDS),
+        lambda: RotaryEmbedding(8).cos_sin(5, positions=META_IDS),
+        lambda: RotaryEmbedding(8).cos_sin(5, positions=META_IDS.double() / 2),
+        lambda: RotaryEmbedding(8, axes=(4, 4)).cos_sin(5, positions=META_IDS.expand(2, 5)),
+    ],
+    ids=["encoding", "learned", "learned ids", "learned rows", "rotary", "fractional", "axes"],
+)
+def test_meta_positions_needed_with_values_are_refused_by_name(call: Callable[[], object]) -> None:
+    # Was a raw NotImplementedError ("Cannot copy out of meta tensor"), issue 27.
+    with pytest.raises(ValueError, match=re.escape(NO_VALUES)):
+        call()
+
+
+def test_meta_positions_and_masks_give_meta_results_of_the_known_shape() -> None:
+    mask = torch.ones(2, 5, dtype=torch.uint8, device="meta")
+    assert positions_from_mask(mask).shape == (2, 5)
+    assert positions_from_mask(mask).is_meta
+    where = pos.resolve(5, positions=META_IDS.to(torch.int16))
+    assert where.tensor().is_meta
+    assert where.tensor().dtype == torch.int64
+    fractional = pos.resolve(5, positions=META_IDS.half(), fractional=True)
+    assert fractional.tensor().is_meta
+    assert fractional.tensor().dtype == torch.float64
+    assert PositionalEncoding(D).encoding(5, positions=META_IDS, device="meta").shape == (5, D)
+    assert LearnedPositionalEmbedding(8, 4).to("meta")(META_IDS).shape == (5, 4)
+    cos, _ = RotaryEmbedding(8).cos_sin(2, positions=META_IDS[:2].float(), device="meta")
+    assert cos.shape == (2, 4)
+    assert cos.is_meta
+    axes = RotaryEmbedding(8, axes=(4, 4)).to("meta")
+    assert axes(torch.zeros(5, 8, device="meta"), positions=META_IDS.expand(2, 5)).is_meta
 
 
 # -- Types and messages --------------------------------------------------------------------------

@@ -55,6 +55,39 @@ def test_every_integer_dtype_of_positions(dtype: torch.dtype) -> None:
     assert torch.equal(learned(x, offset=offset), learned(x, offset=offset.long()))
 
 
+@pytest.mark.parametrize("dtype", INTEGER_DTYPES)
+def test_every_integer_dtype_of_ids_in_forward_and_rows(dtype: torch.dtype) -> None:
+    # uint8/int8/int16 ids were a raw torch error from the embedding kernel (issue 27)
+    learned = make()
+    ids = torch.tensor([[3, 1, 0, 15], [2, 2, 2, 2]])
+    expected = learned.weight[ids]
+    assert torch.equal(learned(ids.to(dtype)), expected)
+    assert torch.equal(learned.rows(ids.to(dtype)), expected)
+
+
+def test_ids_out_of_the_table_in_a_narrow_dtype_are_an_index_error() -> None:
+    learned = make()
+    with pytest.raises(IndexError, match="position 200 is outside the learned table"):
+        learned.rows(torch.tensor([0, 200], dtype=torch.uint8))
+    with pytest.raises(IndexError, match="position -3 is outside the learned table"):
+        learned(torch.tensor([0, -3], dtype=torch.int8))
+
+
+def test_floating_ids_are_never_read_silently() -> None:
+    # A floating x is token vectors; shaped as ids it is refused, with the conversion.
+    learned = make()
+    ids = torch.tensor([[0.0, 1.0, 2.0]])
+    with pytest.raises(ValueError, match=r"read as token vectors .*pass x.long\(\)"):
+        learned(ids)
+    with pytest.raises(ValueError, match=r"last dimension must be d_model=8"):
+        learned(ids[0])
+    with pytest.raises(TypeError, match=r"integer positions only .*positions.long\(\)"):
+        learned.rows(ids)
+    with pytest.raises(TypeError, match=r"fractional positions are RotaryEmbedding's"):
+        learned(torch.zeros(3, D), positions=ids[0])
+    assert torch.equal(learned(ids.long()), learned.weight[:3][None])
+
+
 @pytest.mark.parametrize(
     ("kwargs", "bad"),
     [
@@ -187,9 +220,14 @@ def test_input_errors() -> None:
     with pytest.raises(ValueError, match="last dimension must be d_model=8"):
         learned(torch.zeros(2, 3, 4))
     # An integer input is positions (GPT-2's wpe(position_ids)); with offset, or bool, not.
-    with pytest.raises(TypeError, match="input must be a floating tensor"):
+    # The message names the conflict (ids and offset), not the input's dtype (issue 27).
+    with pytest.raises(ValueError, match=r"x is an integer tensor.*and offset= was given too"):
         learned(torch.zeros(2, 3, D, dtype=torch.long), offset=1)
-    with pytest.raises(TypeError, match="input must be a floating tensor"):
+    with pytest.raises(ValueError, match=r"and positions= was given too: .*pass the ids alone"):
+        learned(torch.zeros(2, 3, dtype=torch.long), positions=torch.arange(3))
+    with pytest.raises(
+        TypeError, match=r"got dtype torch.bool: for ids, convert with x\.long\(\)"
+    ):
         learned(torch.zeros(2, 3, D, dtype=torch.bool))
     assert learned(torch.zeros(2, 3, D, dtype=torch.long)).shape == (2, 3, D, D)
     with pytest.raises(TypeError, match="positions must be"):

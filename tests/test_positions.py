@@ -10,6 +10,7 @@ from posenc import (
     TokenAndPositionEmbedding,
     positions_from_lengths,
     positions_from_mask,
+    shard_positions,
     sinusoidal_table,
 )
 from posenc.positions import Positions, resolve
@@ -314,3 +315,66 @@ def test_packed_sequences_get_the_encodings_they_get_alone() -> None:
 def test_positions_from_lengths_errors(lengths: object, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         positions_from_lengths(lengths)  # type: ignore[arg-type]
+
+
+# -- Contiguous shards: computed for the shard only (issue 27) ------------------------------
+
+
+def _shards_by_the_whole_order(length: int, world: int, lengths: list[int] | None) -> list:  # type: ignore[type-arg]
+    """Every rank's positions cut from the whole sequence's, as torch.chunk cuts it."""
+    whole = torch.arange(length) if lengths is None else positions_from_lengths(lengths)
+    chunk = -(-length // world) if length else 1
+    return [whole[min(r * chunk, length) : min((r + 1) * chunk, length)] for r in range(world)]
+
+
+@pytest.mark.parametrize("length", [0, 1, 7, 16, 23])
+@pytest.mark.parametrize("world", [1, 2, 3, 5, 8])
+@pytest.mark.parametrize("lengths", [None, "two", "with_empty"])
+def test_contiguous_shard_equals_its_cut_of_the_whole_order(
+    length: int, world: int, lengths: str | None
+) -> None:
+    docs: list[int] | None
+    if lengths is None:
+        docs = None
+    elif lengths == "two":
+        docs = [length // 3, length - length // 3]
+    else:
+        docs = [0, length // 2, 0, length - length // 2, 0]
+    expected = _shards_by_the_whole_order(length, world, docs)
+    for rank in range(world):
+        got = shard_positions(length, world, rank, lengths=docs)
+        assert got.dtype == torch.int64
+        assert torch.equal(got, expected[rank]), (rank, docs)
+        if docs is not None:  # a tensor of lengths reads as the list
+            assert torch.equal(
+                shard_positions(
+                    length, world, rank, lengths=torch.tensor(docs, dtype=torch.int16)
+                ),
+                got,
+            )
+
+
+def test_a_shard_of_a_sequence_too_long_to_build_is_computed() -> None:
+    # 2**45 tokens over 2**30 ranks: the whole order is 256 TiB, a shard 32768 positions.
+    shard = shard_positions(2**45, 2**30, 5)
+    assert torch.equal(shard, torch.arange(2**15) + 5 * 2**15)
+    last = shard_positions(2**62, 2**40, 2**40 - 1)  # up to the domain's last position
+    assert int(last[-1]) == 2**62 - 1
+    assert last.numel() == 2**22
+    docs = [2**44, 2**44]  # packed documents: positions restart at the second
+    assert torch.equal(shard_positions(2**45, 2**30, 2**29, lengths=docs), torch.arange(2**15))
+
+
+def test_contiguous_shards_past_the_domain_or_memory_are_refused_by_name() -> None:
+    with pytest.raises(ValueError, match=r"length=4611686018427387905 .*position domain"):
+        shard_positions(2**62 + 1, 2, 0)
+    with pytest.raises(ValueError, match=r"shard_positions' result for rank 0 of 1 .* needs"):
+        shard_positions(2**50, 1, 0)
+    with pytest.raises(ValueError, match="lengths must sum to length=8"):
+        shard_positions(8, 2, 0, lengths=[3, 4])
+    with pytest.raises(ValueError, match=r"lengths must be >= 0"):
+        shard_positions(2, 2, 0, lengths=[3, -1])
+    with pytest.raises(TypeError, match="lengths must be ints"):
+        shard_positions(2, 2, 0, lengths=[1.0, 1])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="lengths is on the meta device"):
+        shard_positions(2, 2, 0, lengths=torch.ones(2, dtype=torch.long, device="meta"))

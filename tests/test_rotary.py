@@ -1034,9 +1034,11 @@ def test_seq_len_errors() -> None:
             "offset must be an int or an integer tensor, got float 1.5",
         ),
         (
-            lambda r: r(torch.ones(2, 5, 8), positions=torch.zeros(5)),
+            # floating positions are fractional positions now (issue 27); complex ones are not
+            lambda r: r(torch.ones(2, 5, 8), positions=torch.zeros(5, dtype=torch.complex64)),
             TypeError,
-            "positions must be an integer tensor of shape (L,) or (B, L), got dtype torch.float32",
+            "positions must be an integer tensor of shape (L,) or (B, L) (integer, or floating "
+            "for fractional positions), got dtype torch.complex64: a position is a real number",
         ),
         (
             lambda r: r(torch.ones(2, 5, 8), positions=torch.zeros(3, 5, dtype=torch.long)),

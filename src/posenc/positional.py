@@ -29,7 +29,7 @@ from torch.nn import functional
 
 from . import _checks, _distributed, _runtime
 from ._tables import DerivedTables
-from .positions import Positions, resolve
+from .positions import Positions, _resolve, resolve
 from .sinusoid import LAYOUTS, Layout, sinusoidal_table
 
 __all__ = ["LearnedPositionalEmbedding", "PositionalEncoding"]
@@ -459,9 +459,11 @@ class LearnedPositionalEmbedding(nn.Module):
             >>> torch.equal(learned(ids), learned.weight[:3][None])
             True
         """
-        index = _checks.integer_tensor("positions", positions, "an integer tensor")
+        index = _resolve.as_int64("positions", positions, "an integer tensor")
         _checks.learned_positions(index, self.max_len)
-        return functional.embedding(index.to(self.weight.device), self.weight)
+        return functional.embedding(
+            _resolve.values_to("positions", index, self.weight.device), self.weight
+        )
 
     @_distributed.sequence_input(-2, position_ids=True)
     def forward(
@@ -494,10 +496,11 @@ class LearnedPositionalEmbedding(nn.Module):
                 kernel's own bounds check stands (a device-side assert on CUDA).
         """
         # Integer x: positions, as nn.Embedding takes them (with offset/positions: refused).
-        ids = isinstance(x, Tensor) and not (x.is_floating_point() or x.is_complex())
-        plain = positions is None and type(offset) is int and offset == 0
-        if ids and plain and x.dtype != torch.bool:
-            return self.rows(x)
+        # Floating x: always token vectors (a floating tensor of ids is not read as ids).
+        if isinstance(x, Tensor):
+            _check_ids_or_features(x, offset, positions, self.d_model)
+            if not (x.is_floating_point() or x.is_complex()):
+                return self.rows(x)
         x = _checks.features(x, self.d_model)
         batch = x.shape[0] if x.dim() == 3 else None
         where = resolve(
@@ -537,3 +540,43 @@ class LearnedPositionalEmbedding(nn.Module):
 
 
 _PEER_KEYS = ("position_embeddings.weight", "wpe.weight")
+
+
+def _check_ids_or_features(x: Tensor, offset: object, positions: object, d_model: int) -> None:
+    """What ``LearnedPositionalEmbedding.forward`` reads ``x`` as: by dtype, never silently.
+
+    An integer ``x`` is position ids (``wpe(position_ids)``), which take no ``offset`` or
+    ``positions``; a bool ``x`` is neither; a floating ``x`` is token vectors, and one whose
+    shape cannot be token vectors is refused with the conversion that reads it as ids.
+    """
+    plain = positions is None and type(offset) is int and offset == 0
+    if x.dtype == torch.bool:
+        raise TypeError(
+            "x must be token vectors (a floating tensor (..., L, D)) or position ids (an "
+            "integer tensor), got dtype torch.bool: for ids, convert with x.long()"
+        )
+    if x.is_complex():
+        return  # refused as token vectors, by dtype
+    if x.is_floating_point():
+        # The shapes position ids come in, (L,) and (B, L), read as token vectors: refused
+        # with the conversion to ids. (A (B, L) of ids with L == d_model is token vectors:
+        # the documented reading of a floating x.)
+        if x.dim() == 1 or (x.dim() == 2 and x.shape[-1] != d_model):
+            raise ValueError(
+                f"x is a {x.dtype} tensor of shape {tuple(x.shape)}, read as token vectors "
+                f"(B, L, D) or (L, D): its last dimension must be d_model={d_model}. Position "
+                f"ids are an integer tensor: pass x.long() for the rows at those positions"
+            )
+        return
+    if not plain:
+        given, fix = (
+            ("positions=", "pass the ids alone")
+            if positions is not None
+            else ("offset=", "add the offset to the ids (x + offset)")
+        )
+        raise ValueError(
+            f"x is an integer tensor, which forward reads as position ids (the rows at "
+            f"x, as GPT-2's wpe(position_ids)), and {given} was given too: the ids are the "
+            f"positions already. For their rows, {fix}; to add the rows at {given} to "
+            f"token vectors, pass those (a floating tensor) as x"
+        )

@@ -42,6 +42,7 @@ from ._rounding import round_once
 from ._tables import DerivedTables
 from .frequencies import ladder
 from .positions import AxisPositions, Positions, resolve, resolve_axes
+from .positions._resolve import values_to
 from .rope_config import ROPE_TYPES, RopeConfig
 
 __all__ = [
@@ -690,7 +691,8 @@ class RotaryEmbedding(DerivedTables):
             length: Number of tokens, L.
             offset: Position of the first token: an int, or one per sequence.
             positions: The position of every token; not with ``offset``. On
-                axes also ``(A, L)`` or ``(A, B, L)``.
+                axes also ``(A, L)`` or ``(A, B, L)``. Integer, or floating for
+                fractional positions, as in :meth:`forward`.
             batch: Batch size B, to check per-sequence ``offset`` and
                 ``positions`` against; None for shared positions only.
             seq_len: The length the frequencies depend on, as in :meth:`forward`.
@@ -704,9 +706,10 @@ class RotaryEmbedding(DerivedTables):
             for per-sequence positions.
 
         Raises:
-            TypeError: ``offset`` or ``positions`` is not integer, or ``dtype``
-                is not floating.
-            ValueError: both are given, or a shape does not match.
+            TypeError: ``offset`` is not integer, ``positions`` is neither
+                integer nor floating (bool, complex), or ``dtype`` is not floating.
+            ValueError: both are given, a shape does not match, or a position
+                is outside the domain (NaN and infinite ones included).
 
         Example:
             >>> import torch
@@ -738,7 +741,14 @@ class RotaryEmbedding(DerivedTables):
     ) -> Positions | AxisPositions:
         """The positions of a call: :func:`resolve`, or :func:`resolve_axes` on axes."""
         if self.position_axes is None:
-            return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
+            return resolve(
+                length,
+                offset=offset,
+                positions=positions,
+                batch=batch,
+                device=device,
+                fractional=True,
+            )
         return resolve_axes(
             length,
             self.position_axes,
@@ -746,6 +756,7 @@ class RotaryEmbedding(DerivedTables):
             positions=positions,
             batch=batch,
             device=device,
+            fractional=True,
         )
 
     def _rows(
@@ -779,7 +790,9 @@ class RotaryEmbedding(DerivedTables):
                 )
             work = _runtime.work_device(device)
             freqs = self._frequencies(where, work, seq_len)
-            per_pair = where.per_pair(self._pair_axes.to(where.values.device)).to(work)
+            per_pair = values_to(
+                "positions", where.per_pair(self._pair_axes.to(where.values.device)), work
+            )
             cos, sin = _cos_sin(per_pair, freqs, self.attention_factor, dtype, paired=True)
             return cos.to(device), sin.to(device)
         if serves:
@@ -803,6 +816,12 @@ class RotaryEmbedding(DerivedTables):
             seq_len = given
         elif where.start is not None:
             seq_len = where.start + where.length
+        elif (
+            where.values is not None and where.values.numel() and where.values.is_floating_point()
+        ):
+            # fractional positions: the length of the integer positions that reach as far
+            top = where.values.amax().floor().to(torch.int64)
+            seq_len = top.to(device) + 1  # no sync: stays a tensor
         elif where.values is not None and where.values.numel():
             seq_len = where.values.amax().to(device) + 1  # no sync: stays a tensor
         else:
@@ -829,6 +848,18 @@ class RotaryEmbedding(DerivedTables):
                 :func:`~posenc.positions_from_mask`; any integers, any integer dtype.
                 On axes also ``(A, L)`` or ``(A, B, L)``, axes first (e.g. from
                 :func:`~posenc.grid_positions` or :func:`~posenc.multimodal_positions`).
+                A floating tensor (any floating dtype, every form) gives
+                fractional positions, as vision towers place their patches
+                (EVA-02's ``ref_feat_shape``, timm's ``in_pixels``, DINOv3's
+                normalised patch centres): each position is taken at its exact
+                value, widened to float64, the phase ``p·ω`` is their float64
+                product, and cos and sin are rounded once to the table's dtype.
+                The only roundings are then the position's own (when it was made
+                in its dtype: a float32 position is exact as given) and the final
+                one. Fractional positions must be finite with ``|p| <= 2**62``
+                (checked where reading them is free); they are always computed,
+                never read from the tables. Integer positions take the path
+                they always took, to the bit.
             seq_len: The length the frequencies depend on ("dynamic" and
                 "longrope"; ignored by the other types): by default the largest
                 position + 1. Under context parallelism each rank holds part of
@@ -839,11 +870,13 @@ class RotaryEmbedding(DerivedTables):
             Tensor of the shape and dtype of ``x``.
 
         Raises:
-            TypeError: ``x`` is not a floating tensor, or ``offset`` or
-                ``positions`` is not integer.
+            TypeError: ``x`` is not a floating tensor, ``offset`` is not
+                integer, or ``positions`` is neither integer nor floating (bool,
+                complex).
             ValueError: ``x`` has fewer than 2 dimensions or its last one is not
                 ``head_dim``; both ``offset`` and ``positions`` are given, or
-                their shapes do not match ``x``.
+                their shapes do not match ``x``; a position is outside the
+                domain (a fractional one NaN or infinite).
         """
         x = _checks.rotary_input(x, self.head_dim)
         batch = x.shape[0] if x.dim() >= 3 else None

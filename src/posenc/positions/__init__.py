@@ -16,7 +16,9 @@ read positions from it and never re-derive them. The helpers
 Positions are integers, and stay ``int64`` until a scheme turns them into
 angles or indices. Integer tensors of any dtype are accepted and widened
 (``uint8`` positions are positions, never a mask); bool and floating tensors
-are refused. Positions may be negative: the sinusoid and the rotary and relative
+are refused, but for RoPE, which takes floating tensors as fractional positions
+(``resolve(..., fractional=True)``: widened to float64, finite, ``|p| <= 2**62``).
+Positions may be negative: the sinusoid and the rotary and relative
 schemes are defined for every integer, and learned tables refuse what they do
 not hold.
 

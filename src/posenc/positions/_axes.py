@@ -8,7 +8,14 @@ import torch
 from torch import Tensor
 
 from .. import _checks, _runtime
-from ._resolve import Positions, _check_rows, _positions_tensor, check_domain, resolve
+from ._resolve import (
+    Positions,
+    _check_rows,
+    _positions_tensor,
+    check_domain,
+    resolve,
+    values_to,
+)
 
 
 class AxisPositions(NamedTuple):
@@ -17,7 +24,8 @@ class AxisPositions(NamedTuple):
     Attributes:
         length: Number of tokens, L.
         values: ``int64`` positions, ``(A, L)`` (shared by the batch) or ``(A, B, L)``
-            (one row per sequence; B may be 1), axes first.
+            (one row per sequence; B may be 1), axes first; ``float64`` for
+            fractional positions (``resolve_axes(..., fractional=True)``).
         start: Always None: positions on axes are never one run ``start, start + 1, ...``.
     """
 
@@ -34,7 +42,7 @@ class AxisPositions(NamedTuple):
         Returns:
             ``values``, on ``device``.
         """
-        return self.values if device is None else self.values.to(device)
+        return values_to("positions", self.values, device)
 
     def within(self, size: int) -> bool:
         """Whether every position on every axis is known to lie in ``[0, size)``.
@@ -47,6 +55,8 @@ class AxisPositions(NamedTuple):
         Returns:
             Whether :meth:`take` may read every position from such a table.
         """
+        if self.values.dtype.is_floating_point:
+            return False  # fractional positions have no row: they are computed
         if self.values.numel() == 0:
             return True
         if not _runtime.readable(self.values):
@@ -76,7 +86,9 @@ class AxisPositions(NamedTuple):
             ``(L, h)`` or ``(B, L, h)``: ``out[..., l, k] = table[p, k]`` with ``p`` the
             position of token ``l`` on the axis of pair ``k``; a new tensor.
         """
-        index = self.per_pair(pair_axes.to(self.values.device)).to(table.device)
+        index = values_to(
+            "positions", self.per_pair(pair_axes.to(self.values.device)), table.device
+        )
         shape = index.shape
         return table.gather(0, index.reshape(-1, shape[-1])).view(shape)
 
@@ -89,6 +101,7 @@ def resolve_axes(
     positions: Tensor | None = None,
     batch: int | None = None,
     device: torch.device | str | None = None,
+    fractional: bool = False,
 ) -> Positions | AxisPositions:
     """:func:`resolve` for a scheme that turns on ``axes`` position axes.
 
@@ -114,6 +127,8 @@ def resolve_axes(
         positions: ``(L,)``, ``(B, L)``, ``(A, L)`` or ``(A, B, L)`` integer tensor.
         batch: Batch size B of the input, or None for an unbatched input.
         device: The input's device, or None to accept tensors on any device.
+        fractional: As in :func:`resolve`: floating positions are taken (on
+            every form), widened to float64.
 
     Returns:
         :class:`AxisPositions` for positions on axes, else :func:`resolve`'s
@@ -135,7 +150,14 @@ def resolve_axes(
     length = _checks.length("length", length)
     axes = _checks.positive_int("axes", axes)
     if not isinstance(positions, Tensor) or positions.dim() not in (2, 3):
-        return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
+        return resolve(
+            length,
+            offset=offset,
+            positions=positions,
+            batch=batch,
+            device=device,
+            fractional=fractional,
+        )
     rows = positions.shape[0]
     if positions.dim() == 2:
         if batch is not None and rows == axes and axes == batch and axes > 1:
@@ -146,12 +168,30 @@ def resolve_axes(
                 f"positions.unsqueeze(0), (1, B, L), for one stream per sequence"
             )
         if rows != axes or (batch is not None and rows == batch):
-            return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
+            return resolve(
+                length,
+                offset=offset,
+                positions=positions,
+                batch=batch,
+                device=device,
+                fractional=fractional,
+            )
     elif rows == 1:
-        return resolve(length, offset=offset, positions=positions[0], batch=batch, device=device)
+        return resolve(
+            length,
+            offset=offset,
+            positions=positions[0],
+            batch=batch,
+            device=device,
+            fractional=fractional,
+        )
     where = None if device is None else torch.device(device)
     index = _positions_tensor(
-        positions, offset, where, "an integer tensor of shape (L,), (B, L), (A, L) or (A, B, L)"
+        positions,
+        offset,
+        where,
+        "an integer tensor of shape (L,), (B, L), (A, L) or (A, B, L)",
+        fractional,
     )
     if index.shape[0] != axes or index.shape[-1] != length:
         raise ValueError(

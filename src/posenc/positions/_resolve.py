@@ -32,6 +32,26 @@ _RELATIVE_WHY = (
 )
 
 
+def values_to(name: str, t: Tensor, device: torch.device | str | None) -> Tensor:
+    """``t`` on ``device``; from the meta device, which holds no values, refused by name.
+
+    A meta tensor goes to the meta device only: its shape is known there (a result
+    whose shape needs no values is computed on meta), its values nowhere.
+    """
+    if device is None:
+        return t
+    device = torch.device(device)
+    if t.device == device:
+        return t
+    if t.is_meta:
+        raise ValueError(
+            f"{name} is on the meta device, which holds no values, and is needed on "
+            f"{device}: give {name} with values, or ask for the result on the meta device "
+            f"(device='meta', or a module moved with .to('meta')) to trace shapes"
+        )
+    return t.to(device)
+
+
 class Positions(NamedTuple):
     """The positions of the ``length`` tokens of an input, as :func:`resolve` returns them.
 
@@ -44,7 +64,9 @@ class Positions(NamedTuple):
         length: Number of tokens, L.
         start: Position of the first token, shared by the batch, or None.
         values: ``int64`` positions, ``(L,)`` (shared by the batch) or ``(B, L)``
-            (one row per sequence; B may be 1), or None.
+            (one row per sequence; B may be 1), or None. ``float64`` for the
+            fractional positions a scheme that takes them asked for
+            (``resolve(..., fractional=True)``: RoPE's).
     """
 
     length: int
@@ -61,7 +83,7 @@ class Positions(NamedTuple):
             A tensor the caller may not modify in place when it is ``values``.
         """
         if self.values is not None:
-            return self.values if device is None else self.values.to(device)
+            return values_to("positions", self.values, device)
         assert self.start is not None
         # start + arange, not arange(start, stop): stop may be 2**63, past int64
         return torch.arange(self.length, device=device) + self.start
@@ -84,6 +106,8 @@ class Positions(NamedTuple):
             return self.start >= 0 and self.start + self.length <= size
         values = self.values
         assert values is not None
+        if values.dtype.is_floating_point:
+            return False  # fractional positions have no row: they are computed
         if values.numel() == 0:
             return True
         if not _runtime.readable(values):
@@ -103,7 +127,7 @@ class Positions(NamedTuple):
         if self.start is not None:
             return table[self.start : self.start + self.length]
         assert self.values is not None
-        return table[self.values.to(table.device)]
+        return table[values_to("positions", self.values, table.device)]
 
 
 def check_domain(
@@ -174,23 +198,96 @@ def _check_device(name: str, t: Tensor, device: torch.device | None, *, scalar_o
     )
 
 
-def _as_int64(name: str, t: object, what: str) -> Tensor:
+def as_int64(name: str, t: object, what: str = "an integer tensor") -> Tensor:
     """An integer tensor of any dtype, in the position domain, widened to int64.
 
     Bool and floating tensors are refused; the domain is checked before the widening.
+    The one widening of position ids (uint8 to int64 included) for every scheme.
     """
+    if isinstance(t, Tensor) and t.dtype.is_floating_point:
+        raise TypeError(
+            f"{name} must be {what}, got dtype {t.dtype}: this scheme takes integer "
+            f"positions only (fractional positions are RotaryEmbedding's); integral values "
+            f"in a floating tensor convert with {name}.long()"
+        )
     t = _checks.integer_tensor(name, t, what)
     check_domain(name, t)
     return t if t.dtype == torch.int64 else t.to(torch.int64)
 
 
+#: The bound of fractional positions, ``|p| <= 2**62``: the integer domain's, as a real.
+FRACTIONAL_MAX = float(2**62)
+_FRACTIONAL = (
+    "the domain of fractional positions: finite, |p| <= 2**62 (the integer positions' bound)"
+)
+
+
+def _as_float64(name: str, t: Tensor) -> Tensor:
+    """Floating positions checked (finite, in the domain) where reading is free, widened.
+
+    The widening to float64 is exact for every floating dtype, so a position keeps the
+    value it was given; only its own rounding, when it was made, stands.
+    """
+    if t.numel() and _runtime.readable(t):
+        wide = t.to(torch.float64)
+        bad = ~torch.isfinite(wide)
+        if bool(bad.any()):
+            value = float(wide[bad][0])
+            raise ValueError(
+                f"{name} holds {value}, which is outside {_FRACTIONAL}: a position must be a "
+                f"finite number"
+            )
+        top = float(wide.abs().amax())
+        if top > FRACTIONAL_MAX:
+            raise ValueError(
+                f"{name} holds a position of magnitude {top:g}, outside {_FRACTIONAL}"
+            )
+        return wide
+    return t if t.dtype == torch.float64 else t.to(torch.float64)
+
+
+def _fractional_tensor(name: str, t: object, what: str) -> Tensor | None:
+    """``t`` widened to float64 when it is a floating tensor; None when it is not floating.
+
+    Complex positions are refused by name (TypeError): a position is a real number.
+    """
+    if not isinstance(t, Tensor):
+        return None
+    if t.dtype.is_complex:
+        raise TypeError(
+            f"{name} must be {what} (integer, or floating for fractional positions), got "
+            f"dtype {t.dtype}: a position is a real number"
+        )
+    if not t.dtype.is_floating_point:
+        return None
+    return _as_float64(name, t)
+
+
 def _positions_tensor(
-    positions: object, offset: object, where: torch.device | None, shape_text: str
+    positions: object,
+    offset: object,
+    where: torch.device | None,
+    shape_text: str,
+    fractional: bool = False,
 ) -> Tensor:
-    """``positions`` checked (no offset beside it, integer, on ``where``) and widened to int64."""
+    """``positions`` checked (no offset beside it, integer, on ``where``) and widened to int64.
+
+    With ``fractional``, a floating tensor is taken too, checked and widened to float64.
+    """
     if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
         raise ValueError(
             "give either offset or positions, not both: add the offset to the positions"
+        )
+    if fractional and isinstance(positions, Tensor):
+        _check_device("positions", positions, where, scalar_ok=False)
+        wide = _fractional_tensor("positions", positions, shape_text)
+        if wide is not None:
+            return wide
+    elif isinstance(positions, Tensor) and positions.dtype.is_floating_point:
+        raise TypeError(
+            f"positions must be {shape_text}, got dtype {positions.dtype}: this scheme takes "
+            f"integer positions only (fractional positions are RotaryEmbedding's); integral "
+            f"values in a floating tensor convert with positions.long()"
         )
     _check_device(
         "positions",
@@ -198,7 +295,7 @@ def _positions_tensor(
         where,
         scalar_ok=False,
     )
-    return _as_int64("positions", positions, shape_text)
+    return as_int64("positions", positions, shape_text)
 
 
 def resolve(
@@ -208,6 +305,7 @@ def resolve(
     positions: Tensor | None = None,
     batch: int | None = None,
     device: torch.device | str | None = None,
+    fractional: bool = False,
 ) -> Positions:
     """Check ``offset``/``positions`` against an input and return its :class:`Positions`.
 
@@ -231,24 +329,32 @@ def resolve(
         device: The input's device, or None to accept tensors on any device.
             ``positions`` and ``offset`` must be on it (a 0-d CPU ``offset`` is
             accepted too, as torch accepts 0-d CPU tensors with any device).
+        fractional: Whether the scheme takes fractional positions (RoPE does):
+            then ``positions`` may be a floating tensor of any floating dtype,
+            widened to float64 (exactly: a position keeps the value it was
+            given), finite and with ``|p| <= 2**62``; checked where reading it
+            is free, as the integer domain is. Integer positions are read as
+            without it. ``offset`` stays an integer.
 
     Returns:
         The positions, with ``start`` set for an int or 0-d ``offset`` given
-        as an int, ``values`` (int64) otherwise.
+        as an int, ``values`` (int64; float64 for fractional positions) otherwise.
 
     Raises:
         TypeError: ``length`` is not an int, ``offset`` is neither an int nor
             an integer tensor, or ``positions`` is not an integer tensor (bool
-            and floating tensors are refused; every integer dtype is accepted).
+            and floating tensors are refused; every integer dtype is accepted;
+            with ``fractional`` floating ones are taken, complex ones refused).
         ValueError: ``length`` is negative; both are given; a shape does not
             match ``length`` and ``batch``; a tensor is on another device than
-            ``device``; a position lies outside the domain ``|p| < 2**62``.
+            ``device``; a position lies outside the domain ``|p| < 2**62``; a
+            fractional position is NaN or infinite.
     """
     length = _checks.length("length", length)
     where = None if device is None else torch.device(device)
     if positions is not None:
         index = _positions_tensor(
-            positions, offset, where, "an integer tensor of shape (L,) or (B, L)"
+            positions, offset, where, "an integer tensor of shape (L,) or (B, L)", fractional
         )
         if index.dim() not in (1, 2) or index.shape[-1] != length:
             raise ValueError(

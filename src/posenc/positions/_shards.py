@@ -8,7 +8,8 @@ import torch
 from torch import Tensor
 
 from .. import _checks, _runtime
-from ._lengths import positions_from_lengths
+from ._lengths import _length_in_domain, positions_from_lengths
+from ._resolve import _DOMAIN, _DOMAIN_WHY, POSITION_MAX
 
 ShardLayout = Literal["contiguous", "zigzag"]
 #: How a sequence is cut into shards: ``("contiguous", "zigzag")``.
@@ -103,6 +104,9 @@ def shard_order(
     where = _runtime.default_device(device)
     documents, _ = _documents(length, lengths)
     if layout == "contiguous":
+        _runtime.allocation(
+            (length,), torch.int64, where, lambda: f"shard_order's result for length={length}"
+        )
         return torch.arange(length, device=where)
     _checks.zigzag_lengths(documents, world_size, packed=lengths is not None)
     _runtime.allocation(
@@ -180,10 +184,91 @@ def shard_positions(
         >>> torch.equal(rope(mine, positions=shard_positions(8, 2, 1, layout="zigzag")), whole)
         True
     """
-    order = shard_order(length, world_size, layout=layout, lengths=lengths)
+    length = _checks.nonnegative_int("length", length)
+    world_size = _checks.positive_int("world_size", world_size)
+    layout = _checks.choice("layout", layout, SHARD_LAYOUTS)
+    if layout == "zigzag":
+        order = shard_order(length, world_size, layout=layout, lengths=lengths)
+        rank = _checks.rank(rank, world_size)
+        _, within = _documents(length, lengths)
+        chunk = -(-length // world_size)
+        mine = order[min(rank * chunk, length) : min((rank + 1) * chunk, length)]
+        return (mine if within is None else within[mine]).to(_runtime.default_device(device))
     rank = _checks.rank(rank, world_size)
-    _, within = _documents(length, lengths)
+    return _contiguous_shard(length, world_size, rank, lengths, _runtime.default_device(device))
+
+
+def _contiguous_shard(
+    length: int,
+    world_size: int,
+    rank: int,
+    lengths: Tensor | list[int] | tuple[int, ...] | None,
+    where: torch.device,
+) -> Tensor:
+    """The positions of one contiguous shard, computed for that shard only.
+
+    Rank ``r`` holds tokens ``[r·c, (r + 1)·c)`` of the sequence, ``c = ceil(L / W)``
+    (``torch.chunk``'s cut); with ``lengths`` each token's position counts from the start
+    of its document, found from the documents' lengths (ints) without building the
+    positions of the whole sequence.
+    """
+    if lengths is None:
+        if length > POSITION_MAX + 1:
+            raise ValueError(
+                f"length={length} is a sequence longer than the position domain allows: its "
+                f"positions 0 .. {length - 1} must lie in {_DOMAIN} ({_DOMAIN_WHY})"
+            )
+        sizes = [length]
+    else:
+        sizes = _lengths_as_ints(lengths)
+        _checks.packed_total(sizes, length)
     chunk = -(-length // world_size)
     lo, hi = min(rank * chunk, length), min((rank + 1) * chunk, length)
-    mine = order[lo:hi]
-    return (mine if within is None else within[mine]).to(_runtime.default_device(device))
+    _runtime.allocation(
+        (hi - lo,),
+        torch.int64,
+        where,
+        lambda: f"shard_positions' result for rank {rank} of {world_size} (L={length})",
+        "cut the sequence over more ranks",
+    )
+    pieces = []
+    start = 0
+    for n in sizes:  # the documents that overlap [lo, hi), each from where the shard meets it
+        stop = start + n
+        if stop > lo and start < hi:
+            first, last = max(lo, start), min(hi, stop)
+            pieces.append(torch.arange(last - first, device=where) + (first - start))
+        if stop >= hi:
+            break
+        start = stop
+    if not pieces:
+        return torch.zeros(0, dtype=torch.int64, device=where)
+    return pieces[0] if len(pieces) == 1 else torch.cat(pieces)
+
+
+def _lengths_as_ints(lengths: Tensor | list[int] | tuple[int, ...]) -> list[int]:
+    """Documents' lengths checked as :func:`positions_from_lengths` checks them, as ints."""
+    if isinstance(lengths, Tensor):
+        lens = _checks.integer_tensor("lengths", lengths, "a list of ints or a 1-D integer tensor")
+        if lens.device.type == "meta":
+            raise ValueError(
+                "lengths is on the meta device, which holds no values: shard_positions needs "
+                "the lengths to find a shard's documents; give them as a list of ints or a "
+                "tensor with values"
+            )
+        if lens.dim() != 1:
+            raise ValueError(f"lengths must be 1-D, got shape {tuple(lens.shape)}")
+        values = [int(v) for v in lens.tolist()]
+        if lens.dtype == torch.uint64:
+            values = [v + 2**64 if v < 0 else v for v in values]
+    else:
+        values = list(lengths)
+    for n in values:
+        if isinstance(n, bool) or not isinstance(n, int):
+            raise TypeError(
+                f"lengths must be ints, got {type(n).__name__} {n!r:.40} in {lengths!r:.60}"
+            )
+        if n < 0:
+            raise ValueError(f"lengths must be >= 0, got {values!r:.80} (holds {n})")
+        _length_in_domain(n)
+    return values
