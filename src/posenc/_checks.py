@@ -39,9 +39,10 @@ def integer(name: str, value: object, allowed: str = "an int") -> int:
 
     Raises:
         TypeError: ``value`` is a bool, or not integral (a float, a str, a tensor of
-            more than one value or of a floating dtype).
+            dimensions or of a floating dtype).
     """
-    if isinstance(value, bool) or type(value).__name__ == "bool_":
+    bool_ = isinstance(value, bool) or type(value).__name__ in ("bool", "bool_")  # NumPy's
+    if bool_ or (isinstance(value, Tensor) and value.dim() != 0):
         raise TypeError(f"{name} must be {allowed}, got {_show(value)}")
     try:
         return operator.index(value)  # type: ignore[arg-type]
