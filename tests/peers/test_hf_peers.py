@@ -748,6 +748,33 @@ def test_4x_configs_read_as_transformers_converts_them(name: str) -> None:
         )
 
 
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_every_4x_key_the_config_class_converts_is_read(name: str) -> None:
+    # The 4.x keys of a family are those its config class (transformers 5) moves into
+    # the rope parameters: the ones convert_rope_params_to_dict takes from the 4.x
+    # fields, read here from its source. Each is read by posenc (the keys every family
+    # reads, or the record's own keys), and each of the record's keys is one of them or
+    # a field of the config class (GPT-J's rotary_dim).
+    import dataclasses
+    import inspect
+    import re
+
+    from transformers import CONFIG_MAPPING
+
+    from posenc.hf import _COMMON
+
+    family = RECORDS[name]
+    known: set[str] = set()  # converted or a field, by any of the family's config classes
+    for model_type in family.model_types:
+        config_class = CONFIG_MAPPING[model_type]
+        source = inspect.getsource(config_class.convert_rope_params_to_dict)
+        converted = set(re.findall(r'kwargs\.(?:pop|get)\(\s*"(\w+)"', source))
+        assert "rope_scaling" in converted
+        assert converted <= {"rope_scaling", *_COMMON, *family.keys}, model_type
+        known |= converted | {f.name for f in dataclasses.fields(config_class)}
+    assert set(family.keys) <= known
+
+
 def test_unsupported_models_are_named() -> None:
     from transformers import BertConfig, BertModel
 
