@@ -130,7 +130,8 @@ class Family:
     :func:`rotary_from_config`, :func:`patch_rotary`, :func:`exact_rotation` and
     the peer tests follow from it. A family whose model skips RoPE in some layers
     needs nothing more: the layers that rotate call the one rotary module and the
-    rotation function, and only those are replaced.
+    rotation function, and only those are replaced (Llama 4's NoPE layers, whose
+    ``no_rope_layers`` entry is 0, call neither).
 
     Attributes:
         name: The record's key, the family's first model type.
@@ -139,10 +140,14 @@ class Family:
         rotary_classes: The class names of its text model's rotary module (the
             ``rotary_emb`` attribute); a vision tower's is not among them.
         layout: Which features pair up: ``"half"`` or ``"interleaved"``.
-        form: The tables the rotary module returns (:class:`HFRotaryEmbedding`).
-        rotation: The rotation function its attention calls.
+        form: The tables the rotary module returns (:class:`HFRotaryEmbedding`):
+            ``"widened"``, ``"repeated"``, ``"gptj"``, or ``"complex"`` (Llama 4's
+            ``freqs_cis``).
+        rotation: The rotation function its attention calls (Llama 4's is
+            ``apply_rotary_emb``, the others' ``apply_rotary_pos_emb``).
         table_dtype: The dtype of the tables the rotary module returns, when it is
-            not the input's (OLMo 2's module returns float32 tables).
+            not the input's (OLMo 2's module returns float32 tables, Llama 4's
+            complex64 ones).
         keys: The family's own keys of the transformers 4.x config form, and
             where each goes in the rope parameters (``(layer type, key)``; layer
             type None for every set): GPT-NeoX's ``rotary_emb_base`` is its
@@ -462,7 +467,7 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
       ``rope_scaling`` are the full layers'), GPT-J's ``rotary_dim``. A 4.x key
       of another family is refused by name, and so is a value given twice;
     - where a config has none, the family's defaults (:attr:`Family.defaults`):
-      the base (1e6 for Qwen2-VL and Qwen2.5-VL, 5e5 for Cohere and Qwen3-VL,
+      the base (1e6 for Qwen2-VL and Qwen2.5-VL, 5e5 for Cohere, Llama 4 and Qwen3-VL,
       1e6 and 1e4 for Gemma 3's full and sliding layers, else 10000), a
       ``partial_rotary_factor`` of 0.25 for GPT-NeoX and StableLM, a
       ``rotary_dim`` of 64 for GPT-J;
@@ -472,7 +477,10 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
       beside the parameters wins over theirs, as Phi-3 keeps it);
     - the layout of the family: interleaved pairs for GPT-J (whose code fixes
       base 10000 and no scaling: a config that gives rope parameters is
-      refused) and Cohere, rotate-half for the others;
+      refused), Cohere and Llama 4, rotate-half for the others;
+    - Llama 4 (``model_type`` ``"llama4"`` or ``"llama4_text"``): base 5e5
+      where none is given; its ``llama3`` scaling with ``low_freq_factor ==
+      high_freq_factor`` has no blend band (see :func:`~posenc.rope_frequencies`);
     - Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``model_type`` ``"qwen2_vl"``,
       ``"qwen2_5_vl"``, ``"qwen3_vl"``, ``"qwen3_vl_moe"`` or their ``_text``
       forms): multimodal RoPE, ``mrope_section`` from the rope parameters
@@ -499,12 +507,16 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
         The module, in the family's layout.
 
     Raises:
-        TypeError: ``rope_parameters`` (or 4.x's ``rope_scaling``) is not a dict.
+        TypeError: ``rope_parameters`` (or 4.x's ``rope_scaling``) is not a dict;
+            a size (``head_dim``, ``hidden_size``, ``num_attention_heads``,
+            ``max_position_embeddings``, ``rotary_dim``,
+            ``original_max_position_embeddings``) is not an integral number
+            (NumPy's integers are; a bool or a float is not).
         ValueError: the head size cannot be read; ``layer_type`` is missing for
             per-layer-type parameters, or given for a config without them, or
             names a type the config lacks; the config carries a 4.x key of
             another family, gives one parameter under two keys with two values,
-            or gives GPT-J rope parameters; ``rotary_dim`` is not an int in
+            or gives GPT-J rope parameters; ``rotary_dim`` is not in
             ``(0, head_dim]``; the parameters are refused by
             :func:`~posenc.rope_frequencies` (an ``mrope_section`` that does
             not sum to the rotated pairs among them).
