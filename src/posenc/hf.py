@@ -859,8 +859,9 @@ def patch_rotary(model: nn.Module) -> nn.Module:
     each in :data:`RECORDS` (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma
     3 per layer type, Phi-3 with LongRoPE, GPT-NeoX and StableLM with partial
     rotary, GPT-J and Cohere with interleaved pairs, OLMo 2, Granite,
-    Starcoder2; Llama 4's text model, interleaved pairs in complex form, its
-    NoPE layers untouched; Qwen2-VL, Qwen2.5-VL and Qwen3-VL, with Qwen3-VL-MoE, multimodal
+    Starcoder2; Llama 4, interleaved pairs in complex form, its NoPE layers
+    untouched, the text model or the whole model's language model (its vision
+    tower's rotary stays); Qwen2-VL, Qwen2.5-VL and Qwen3-VL, with Qwen3-VL-MoE, multimodal
     RoPE on ``(3, B, L)`` position ids, whole models or their text models). In
     the Qwen-VL models only the language model's rotary is replaced: the vision
     tower's (2-D, on patch coordinates of a few hundred at most, where float32

@@ -648,6 +648,34 @@ def test_llama4_logits_within_1e_5_at_ordinary_positions(peer_report: Report) ->
     peer_report(f"HF llama4 f32 logits, posenc vs HF up to position 8204: {max(gaps):.1e}")
 
 
+def test_llama4_whole_model_patches_the_text_rotary_only() -> None:
+    # Llama4ForConditionalGeneration: the language model's rotary is replaced, the
+    # vision tower's (2-D, on patch coordinates) stays. transformers 5.24's forward of
+    # the whole model fails on its own output class, so the language model is run.
+    import transformers as t
+
+    text = {**_TEXT, **{k: v for k, v in SETTINGS["llama4"].items() if k != "model_type"}}
+    vision = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "intermediate_size": 64, "image_size": 28, "patch_size": 14,
+              "vision_output_dim": 32, "projector_input_dim": 32,
+              "projector_output_dim": 32}  # fmt: skip
+    torch.manual_seed(0)
+    config = t.Llama4Config(text_config=text, vision_config=vision)
+    model = t.Llama4ForConditionalGeneration(config).eval()
+    mine = patch_rotary(copy.deepcopy(model))
+    assert isinstance(mine.language_model.model.rotary_emb, HFRotaryEmbedding)
+    kept = type(mine.vision_model.rotary_embedding)
+    assert kept is type(model.vision_model.rotary_embedding)
+    assert kept.__name__ == "Llama4VisionRotaryEmbedding"
+    tokens = ids()
+    for start in (0, 4096 - LENGTH):
+        gap = err(
+            logits(model.language_model, tokens, start, torch.float32),
+            logits(mine.language_model, tokens, start, torch.float32),
+        )
+        assert gap <= 1e-5
+
+
 def test_llama4_nope_layers_are_untouched() -> None:
     # Llama 4's NoPE layers (no_rope_layers 0) never rotate: patching changes nothing
     # there, bit for bit. Layer 0 (NoPE) sees the embeddings in both models; layer 2
