@@ -38,8 +38,8 @@ def integer(name: str, value: object, allowed: str = "an int") -> int:
     even a whole one (``64.0``): a size or a count given as a float is a mistake upstream.
 
     Raises:
-        TypeError: ``value`` is a bool, or not integral (a float, a str, a tensor of
-            dimensions or of a floating dtype).
+        TypeError: ``value`` is a bool, or not integral (a float, a str, a tensor
+            that is not 0-d or not of an integer dtype).
     """
     bool_ = isinstance(value, bool) or type(value).__name__ in ("bool", "bool_")  # NumPy's
     if bool_ or (isinstance(value, Tensor) and value.dim() != 0):
