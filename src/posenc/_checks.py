@@ -41,6 +41,8 @@ def integer(name: str, value: object, allowed: str = "an int") -> int:
         TypeError: ``value`` is a bool, or not integral (a float, a str, a tensor
             that is not 0-d or not of an integer dtype).
     """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value  # first, as before: torch.compile traces it without a guard on the value
     bool_ = isinstance(value, bool) or type(value).__name__ in ("bool", "bool_")  # NumPy's
     if bool_ or (isinstance(value, Tensor) and value.dim() != 0):
         raise TypeError(f"{name} must be {allowed}, got {_show(value)}")
