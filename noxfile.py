@@ -45,6 +45,9 @@ def peers(session: nox.Session) -> None:
     # timm's pos_embed_sincos is loaded as a file (tests/peers/test_vision_peers.py): its
     # dependencies (torchvision) fail to import on torch 2.13, so it comes without them.
     session.install("--no-deps", "timm==1.0.31")
+    # torchtune's Llama 3 / Llama 4 scaling rule, loaded as a file too (tests/peers/
+    # test_hf_peers.py): its package imports torchao, which is not installed here.
+    session.install("--no-deps", "torchtune==0.6.1")
     session.run("pytest", "-v", "tests/peers", *session.posargs, env={"POSENC_PEERS": "1"})
 
 

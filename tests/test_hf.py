@@ -4,11 +4,13 @@ Hugging Face passes it, GPT-2's wpe(position_ids), BLOOM's ALiBi, a loaded T5 ta
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
-from types import SimpleNamespace
+from types import ModuleType, SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 from reference import rotary_reference
@@ -198,7 +200,7 @@ def test_records_and_families() -> None:
     for name, family in RECORDS.items():
         assert family.name == name == family.model_types[0]
         assert all(cls.endswith("RotaryEmbedding") for cls in family.rotary_classes)
-        assert family.form in ("widened", "repeated", "gptj")
+        assert family.form in ("widened", "repeated", "gptj", "complex")
         # the form fits the layout: widened tables are rotate-half's, the others pairs'
         assert (family.form == "widened") == (family.layout == "half")
 
@@ -511,3 +513,188 @@ def test_gptj_tensors_rotate_with_broadcast_tables() -> None:
     cos, sin = rope.cos_sin(6, positions=ids, batch=2)
     got = apply_rotary(x, cos[:, :, None], sin[:, :, None], layout="interleaved")
     assert torch.equal(got, rope(x.transpose(1, 2), positions=ids).transpose(1, 2))
+
+
+# -- Llama 4: interleaved pairs as complex numbers, llama3 with equal factors ------------
+
+LLAMA4_ROPE = {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": 1.0,
+               "high_freq_factor": 1.0, "original_max_position_embeddings": 8192}  # fmt: skip
+
+
+def test_llama4_config_and_complex_tables() -> None:
+    # Llama 4's config.json: model_type "llama4", the text model's fields in text_config,
+    # 4.x form (rope_scaling beside rope_theta); base 5e5 where none is given.
+    hub = {"model_type": "llama4", "text_config": {
+        "model_type": "llama4_text", "hidden_size": 5120, "num_attention_heads": 40,
+        "head_dim": 128, "max_position_embeddings": 10_485_760, "rope_theta": 500_000.0,
+        "rope_scaling": LLAMA4_ROPE}}  # fmt: skip
+    rope = rotary_from_config(hub)
+    assert (rope.head_dim, rope.base, rope.layout) == (128, 500_000.0, "interleaved")
+    assert rope.extra_repr().endswith("rope_type='llama3'")
+    bare = {"model_type": "llama4_text", "hidden_size": 64, "num_attention_heads": 4}
+    assert rotary_from_config(bare).base == 500_000.0
+    family = RECORDS["llama4"]
+    assert (family.form, family.rotation.name, family.table_dtype) == (
+        "complex",
+        "apply_rotary_emb",
+        torch.float32,
+    )
+    # The complex form rotates as Llama 4's apply_rotary_emb does with it: the pairs
+    # (2k, 2k + 1) read as complex numbers, times cos + i sin (Meta's llama-models
+    # reference, apply_rotary_emb; transformers' modeling_llama4).
+    emb = HFRotaryEmbedding(RotaryEmbedding(16, base=500_000.0, layout="interleaved"),
+                            form="complex")  # fmt: skip
+    x = torch.randn(2, 5, 3, 16, dtype=torch.float64)  # (B, L, H, D), as Llama 4 passes it
+    positions = torch.tensor([[0, 1, 2, 3, 10**6], [7, 8, 9, 10, 11]])
+    freqs_cis = emb(x, positions)
+    assert isinstance(freqs_cis, torch.Tensor)
+    assert freqs_cis.dtype == torch.complex128
+    assert freqs_cis.shape == (2, 5, 8)
+    pairs = torch.view_as_complex(x.reshape(2, 5, 3, 8, 2))
+    by_formula = torch.view_as_real(pairs * freqs_cis[:, :, None]).flatten(3)
+    ours, _ = RECORDS["llama4"].rotation.exact(x, x, freqs_cis)
+    torch.testing.assert_close(ours, by_formula, rtol=0, atol=1e-12)
+    rotated = emb.rotary(x.transpose(1, 2), positions=positions).transpose(1, 2)
+    torch.testing.assert_close(rotated, by_formula, rtol=0, atol=1e-12)
+    f32 = HFRotaryEmbedding(emb.rotary, form="complex", table_dtype=torch.float32)
+    assert f32(x.bfloat16(), positions).dtype == torch.complex64  # as Llama 4's module
+
+
+# -- Integral numbers in configs ---------------------------------------------------------
+
+
+def test_integral_config_fields_numpy_and_0d_tensors_are_ints() -> None:
+    numpy_llama = {**LLAMA, "hidden_size": np.int64(128), "num_attention_heads": np.int32(4),
+                   "max_position_embeddings": np.int64(8192)}  # fmt: skip
+    assert rotary_from_config(numpy_llama).extra_repr() == rotary_from_config(LLAMA).extra_repr()
+    assert rotary_from_config({**LLAMA, "head_dim": np.int64(64)}).head_dim == 64
+    assert rotary_from_config({**LLAMA, "head_dim": torch.tensor(16)}).head_dim == 16
+    gptj = {"model_type": "gptj", "n_embd": np.int64(256), "n_head": np.int64(4)}
+    assert rotary_from_config({**gptj, "rotary_dim": np.uint8(16)}).rotary_dim == 16
+    llama3 = {**LLAMA, "rope_parameters": {**LLAMA4_ROPE, "rope_theta": 500_000.0}}
+    trained = {**llama3, "original_max_position_embeddings": np.int64(4096)}
+    assert torch.equal(
+        rotary_from_config(trained)._freqs,
+        rotary_from_config({**llama3, "original_max_position_embeddings": 4096})._freqs,
+    )
+    refused = [
+        ("head_dim", True, "config.head_dim must be an int, got bool True"),
+        ("head_dim", 64.0, "config.head_dim must be an int, got float 64.0"),
+        ("hidden_size", np.float64(128), "config.hidden_size must be an int, got float64"),
+        ("num_attention_heads", np.bool_(True), "config.num_attention_heads must be an int"),
+        ("max_position_embeddings", "8192", "config.max_position_embeddings must be an int"),
+        ("original_max_position_embeddings", 8192.0, "config.original_max_position_embeddings"),
+    ]
+    for key, value, message in refused:
+        with pytest.raises(TypeError, match=re.escape(message)):
+            rotary_from_config({**llama3, key: value})
+    with pytest.raises(TypeError, match=re.escape("config.rotary_dim must be an int, got float")):
+        rotary_from_config({**gptj, "rotary_dim": 16.0})
+
+
+# -- patch_rotary and exact_rotation on a stand-in model ---------------------------------
+# A model of Llama's family as patch_rotary sees one: a rotary module whose class is
+# named LlamaRotaryEmbedding in a modeling module under transformers.models, which
+# holds an apply_rotary_pos_emb.
+
+_MODELING = "transformers.models.standin.modeling_standin"
+
+
+def _hf_rotation(q, k, cos, sin, unsqueeze_dim=1):  # type: ignore[no-untyped-def]
+    return q, k
+
+
+class _StandInRotary(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("inv_freq", torch.ones(4), persistent=False)
+
+
+class _StandInModel(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(**LLAMA)
+        self.proj = torch.nn.Linear(4, 4)
+        self.rotary_emb = _StandInRotary()
+
+
+_StandInRotary.__name__ = "LlamaRotaryEmbedding"
+_StandInRotary.__module__ = _MODELING
+_StandInModel.__module__ = _MODELING
+
+
+@pytest.fixture
+def modeling(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    namespace = ModuleType(_MODELING)
+    namespace.apply_rotary_pos_emb = _hf_rotation  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, _MODELING, namespace)
+    return namespace
+
+
+def _module(model: torch.nn.Module) -> HFRotaryEmbedding:
+    module = model.rotary_emb
+    assert isinstance(module, HFRotaryEmbedding)
+    return module
+
+
+def test_exact_rotation_handles_undone_in_any_order(modeling: ModuleType) -> None:
+    exact = RECORDS["llama"].rotation.exact
+    for order in itertools.permutations(range(3)):
+        models = [patch_rotary(_StandInModel()) for _ in range(3)]
+        handles = [exact_rotation(model) for model in models]
+        assert modeling.apply_rotary_pos_emb is exact
+        for step, i in enumerate(order):
+            handles[i].undo()
+            last = step == len(order) - 1
+            assert modeling.apply_rotary_pos_emb is (_hf_rotation if last else exact)
+            assert [_module(m).exact for m in models] == [h.active for h in handles]
+    # Started and undone interleaved: each handle does not save what another installed.
+    a, b = patch_rotary(_StandInModel()), patch_rotary(_StandInModel())
+    first = exact_rotation(a)
+    second = exact_rotation(b)
+    first.undo()
+    third = exact_rotation(a)
+    second.undo()
+    assert modeling.apply_rotary_pos_emb is exact
+    third.undo()
+    third.undo()  # twice: harmless, and no other handle's hold is released
+    assert modeling.apply_rotary_pos_emb is _hf_rotation
+    # A function installed over posenc's meanwhile is left as it is.
+    handle = exact_rotation(a)
+
+    def other(q, k, cos, sin, unsqueeze_dim=1):  # type: ignore[no-untyped-def]
+        return q, k
+
+    modeling.apply_rotary_pos_emb = other  # type: ignore[attr-defined]
+    handle.undo()
+    assert modeling.apply_rotary_pos_emb is other
+
+
+def test_exact_rotation_nested_on_one_model(modeling: ModuleType) -> None:
+    model = patch_rotary(_StandInModel())
+    module = _module(model)
+    x, positions = torch.zeros(1, 3, 32, dtype=torch.bfloat16), torch.tensor([[0, 1, 2]])
+    with exact_rotation(model) as outer:
+        with exact_rotation(model) as inner:
+            assert module.exact
+        assert not inner.active
+        assert outer.active
+        assert module.exact  # the outer block's float32 tables still
+        cos, _ = module(x, positions)
+        assert cos.dtype == torch.float32
+        assert modeling.apply_rotary_pos_emb is RECORDS["llama"].rotation.exact
+    assert not module.exact
+    assert module(x, positions)[0].dtype == torch.bfloat16
+    assert modeling.apply_rotary_pos_emb is _hf_rotation
+
+
+def test_patch_rotary_new_modules_take_the_mode_and_dtype(modeling: ModuleType) -> None:
+    for training in (False, True):
+        model = _StandInModel().train(training)
+        assert _module(patch_rotary(model)).training is training
+    model = patch_rotary(_StandInModel().double())
+    module = _module(model)
+    assert module.rotary.cos_sin(3)[0].dtype == torch.float64
+    assert module.rotary.cos_sin(3)[0].device == model.proj.weight.device
+    half = patch_rotary(_StandInModel().to(torch.bfloat16))
+    assert _module(half).rotary.cos_sin(3)[0].dtype == torch.bfloat16

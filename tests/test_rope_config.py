@@ -217,3 +217,87 @@ def test_dynamic_frequencies_equal_the_default_up_to_the_trained_length() -> Non
     growth = (4.0 * 256 / 64 - 3.0) ** (96 / 94)
     k = torch.arange(0, 96, 2, dtype=torch.float64) / 96
     torch.testing.assert_close(longer, (10_000.0 * growth) ** -k, rtol=1e-15, atol=0)
+
+
+# -- Llama 4: llama3 with equal factors ---------------------------------------------------
+
+
+def _llama4(low: float, high: float, trained: int = 8192) -> dict[str, object]:
+    return {"rope_type": "llama3", "factor": 16.0, "low_freq_factor": low,
+            "high_freq_factor": high, "original_max_position_embeddings": trained}  # fmt: skip
+
+
+@pytest.mark.parametrize(("head_dim", "base"), [(128, 500_000.0), (64, 10_000.0), (16, 1e6)])
+def test_llama3_with_equal_factors_has_no_band(head_dim: int, base: float) -> None:
+    # Llama 4 (low_freq_factor == high_freq_factor == 1, factor 16, trained 8192): the
+    # blend band [trained / high, trained / low] is one wavelength wide, so a pair is
+    # kept (wavelength 2 pi / theta <= trained / low) or divided by the factor (longer),
+    # Meta's llama-models apply_scaling and transformers' _compute_llama3_parameters.
+    ours, factor = rope_frequencies(head_dim, base=base, scaling=_llama4(1.0, 1.0))
+    theta = base ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    wavelength = 2 * np.pi / theta
+    expected = torch.where(wavelength > 8192, theta / 16.0, theta)
+    torch.testing.assert_close(ours, expected, rtol=1e-15, atol=0)
+    assert 0 < int((wavelength > 8192).sum()) < head_dim // 2
+    assert factor == 1.0
+    assert torch.isfinite(ours).all()
+
+
+def test_llama3_equal_factors_keep_the_boundary_wavelength() -> None:
+    # The boundary wavelength itself (pair 0: theta 1, wavelength 2 pi = trained / low) is
+    # kept, as Hugging Face's `wavelen > low_freq_wavelen` keeps it (its blend is 0 / 0
+    # there; torchtune's rule asserts).
+    low = 8192 / (2 * np.pi)
+    assert 8192 / low == 2 * np.pi
+    ours, _ = rope_frequencies(16, base=500_000.0, scaling=_llama4(low, low))
+    theta = 500_000.0 ** (-torch.arange(0, 16, 2, dtype=torch.float64) / 16)
+    assert ours[0] == 1.0
+    assert torch.equal(ours[1:], theta[1:] / 16.0)
+
+
+def test_llama3_low_above_high_is_refused_and_equal_builds_a_module() -> None:
+    with pytest.raises(
+        ValueError,
+        match=re.escape(
+            "scaling['high_freq_factor'] must be at least scaling['low_freq_factor'] "
+            "(rope_type='llama3'; equal ones, as Llama 4's, leave no blend band), got "
+            "high_freq_factor=1.0 and low_freq_factor=2.0"
+        ),
+    ):
+        parse(_llama4(2.0, 1.0), 64, 500_000.0)
+    rope = RotaryEmbedding(128, base=500_000.0, scaling=_llama4(1.0, 1.0), layout="interleaved")
+    cos, sin = rope.cos_sin(3, positions=torch.tensor([0, 8192, 10**6]))
+    assert torch.isfinite(cos).all()
+    assert torch.isfinite(sin).all()
+
+
+# -- Integral numbers (one helper for every integer argument) ------------------------------
+
+
+def test_integer_helper_takes_integral_numbers_and_refuses_bools_and_floats() -> None:
+    from posenc import _checks
+
+    for value in (64, np.int64(64), np.uint16(64), np.int8(64), torch.tensor(64)):
+        got = _checks.integer("head_dim", value)
+        assert (type(got), got) == (int, 64)
+    for value, shown in (
+        (True, "bool True"),
+        (np.True_, "bool np.True_"),
+        (64.0, "float 64.0"),
+        (np.float32(64), "float32"),
+        (torch.tensor(64.0), "Tensor tensor(64.)"),
+        (torch.tensor([64]), "Tensor tensor([64])"),
+        ("64", "str '64'"),
+        (None, "NoneType None"),
+    ):
+        with pytest.raises(TypeError, match=re.escape(f"head_dim must be an int, got {shown}")):
+            _checks.integer("head_dim", value)
+    # The rope parameters' counts and the modules' sizes use it.
+    assert (
+        parse(_llama4(1.0, 1.0, np.int32(4096)), 64, 1e4)["original_max_position_embeddings"]
+        == 4096
+    )
+    refused = "(rope_type='llama3') must be an int (a number of positions), got bool True"
+    with pytest.raises(TypeError, match=re.escape(refused)):
+        parse(_llama4(1.0, 1.0, True), 64, 1e4)  # type: ignore[arg-type]
+    assert RotaryEmbedding(np.int64(16)).head_dim == 16  # type: ignore[arg-type]

@@ -940,9 +940,9 @@ def test_module_argument_errors(
             "rope_type='llama3' needs the key 'low_freq_factor'",
         ),
         (
-            dict(LLAMA31, high_freq_factor=1.0),
+            dict(LLAMA31, high_freq_factor=0.5),
             ValueError,
-            "scaling['high_freq_factor'] must be greater than scaling['low_freq_factor']",
+            "scaling['high_freq_factor'] must be at least scaling['low_freq_factor']",
         ),
         (
             {"rope_type": "linear", "factor": "2"},

@@ -10,6 +10,7 @@ range-checked on the CPU only; elsewhere the embedding kernel checks them).
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from typing import TypeVar
 
@@ -29,9 +30,30 @@ def _show(value: object) -> str:
 SIZE_MAX = 2**63 - 1
 
 
+def integer(name: str, value: object, allowed: str = "an int") -> int:
+    """An integral number as a Python int: an int, NumPy's integers, a 0-d integer tensor.
+
+    Anything ``operator.index`` takes counts (``numbers.Integral`` and every type with
+    ``__index__``); a bool is refused by name (True would read as 1), and so is a float,
+    even a whole one (``64.0``): a size or a count given as a float is a mistake upstream.
+
+    Raises:
+        TypeError: ``value`` is a bool, or not integral (a float, a str, a tensor
+            that is not 0-d or not of an integer dtype).
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value  # first, as before: torch.compile traces it without a guard on the value
+    bool_ = isinstance(value, bool) or type(value).__name__ in ("bool", "bool_")  # NumPy's
+    if bool_ or (isinstance(value, Tensor) and value.dim() != 0):
+        raise TypeError(f"{name} must be {allowed}, got {_show(value)}")
+    try:
+        return operator.index(value)  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{name} must be {allowed}, got {_show(value)}") from None
+
+
 def positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {_show(value)}")
+    value = integer(name, value)
     if value <= 0:
         raise ValueError(f"{name} must be a positive int, got {_number_text(value)}")
     _size(name, value)
@@ -39,8 +61,7 @@ def positive_int(name: str, value: object) -> int:
 
 
 def nonnegative_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {_show(value)}")
+    value = integer(name, value)
     if value < 0:
         raise ValueError(f"{name} must be an int >= 0, got {_number_text(value)}")
     _size(name, value)

@@ -32,6 +32,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
+from . import _checks
 from .rotary import RotaryEmbedding, RotaryLayout, apply_rotary
 
 __all__ = [
@@ -47,7 +48,7 @@ __all__ = [
 ]
 
 # The tables a Hugging Face rotary module returns (see HFRotaryEmbedding).
-_TableForm = Literal["widened", "repeated", "gptj"]
+_TableForm = Literal["widened", "repeated", "gptj", "complex"]
 # Tables precomputed per module: later positions are computed on the fly, same values.
 _MAX_LEN = 4096
 # Where a value goes in the rope parameters: (layer type or None for every set, key).
@@ -82,6 +83,15 @@ def _gptj_rotation(tensor: Tensor, sin: Tensor, cos: Tensor) -> Tensor:
     return apply_rotary(tensor, cos[:, :, None], sin[:, :, None], layout="interleaved")
 
 
+def _complex_rotation(xq: Tensor, xk: Tensor, freqs_cis: Tensor) -> tuple[Tensor, Tensor]:
+    """Llama 4's ``apply_rotary_emb`` ((B, L, H, D), complex tables), by posenc."""
+    cos, sin = freqs_cis.real[:, :, None], freqs_cis.imag[:, :, None]
+    return (
+        apply_rotary(xq, cos, sin, layout="interleaved"),
+        apply_rotary(xk, cos, sin, layout="interleaved"),
+    )
+
+
 @dataclass(frozen=True)
 class Rotation:
     """The rotation function a family's modeling module calls, and posenc's for it.
@@ -106,6 +116,7 @@ class Rotation:
 _HALF = Rotation("apply_rotary_pos_emb", _half_rotation)
 _PAIRS = Rotation("apply_rotary_pos_emb", _pair_rotation)
 _GPTJ = Rotation("apply_rotary_pos_emb", _gptj_rotation)
+_COMPLEX = Rotation("apply_rotary_emb", _complex_rotation)
 
 
 # -- One record per model family ---------------------------------------------------------
@@ -119,7 +130,8 @@ class Family:
     :func:`rotary_from_config`, :func:`patch_rotary`, :func:`exact_rotation` and
     the peer tests follow from it. A family whose model skips RoPE in some layers
     needs nothing more: the layers that rotate call the one rotary module and the
-    rotation function, and only those are replaced.
+    rotation function, and only those are replaced (Llama 4's NoPE layers, whose
+    ``no_rope_layers`` entry is 0, call neither).
 
     Attributes:
         name: The record's key, the family's first model type.
@@ -128,10 +140,14 @@ class Family:
         rotary_classes: The class names of its text model's rotary module (the
             ``rotary_emb`` attribute); a vision tower's is not among them.
         layout: Which features pair up: ``"half"`` or ``"interleaved"``.
-        form: The tables the rotary module returns (:class:`HFRotaryEmbedding`).
-        rotation: The rotation function its attention calls.
+        form: The tables the rotary module returns (:class:`HFRotaryEmbedding`):
+            ``"widened"``, ``"repeated"``, ``"gptj"``, or ``"complex"`` (Llama 4's
+            ``freqs_cis``).
+        rotation: The rotation function its attention calls (Llama 4's is
+            ``apply_rotary_emb``, the others' ``apply_rotary_pos_emb``).
         table_dtype: The dtype of the tables the rotary module returns, when it is
-            not the input's (OLMo 2's module returns float32 tables).
+            not the input's (OLMo 2's module returns float32 tables, Llama 4's
+            complex64 ones).
         keys: The family's own keys of the transformers 4.x config form, and
             where each goes in the rope parameters (``(layer type, key)``; layer
             type None for every set): GPT-NeoX's ``rotary_emb_base`` is its
@@ -163,7 +179,7 @@ class Family:
     model_types: tuple[str, ...]
     rotary_classes: tuple[str, ...]
     layout: RotaryLayout = "half"
-    form: Literal["widened", "repeated", "gptj"] = "widened"
+    form: _TableForm = "widened"
     rotation: Rotation = _HALF
     table_dtype: torch.dtype | None = None
     keys: Mapping[str, tuple[str | None, str]] = field(default_factory=dict)
@@ -254,6 +270,16 @@ RECORDS: dict[str, Family] = {
             defaults={(None, "rope_theta"): 1e4, (None, "partial_rotary_factor"): 0.25},
         ),
         _half("starcoder2", "Starcoder2RotaryEmbedding"),
+        Family(  # every fourth layer NoPE (no_rope_layers): those never call the rotation
+            "llama4",
+            ("llama4", "llama4_text"),
+            ("Llama4TextRotaryEmbedding",),
+            layout="interleaved",
+            form="complex",
+            rotation=_COMPLEX,
+            table_dtype=torch.float32,
+            defaults=_theta(5e5),
+        ),
         _qwen_vl(
             "qwen2_vl",
             "Qwen2VLRotaryEmbedding",
@@ -300,11 +326,16 @@ def _get(config: Any, name: str) -> Any:
     return getattr(config, name, None)
 
 
-def _first(config: Any, *names: str) -> Any:
+def _integer_field(config: Any, *names: str) -> int | None:
+    """The first of the fields given, as an int (NumPy's integers too); None if none is.
+
+    Raises:
+        TypeError: the field is a bool or not integral (``head_dim=64.0``).
+    """
     for name in names:
         value = _get(config, name)
         if value is not None:
-            return value
+            return _checks.integer(f"config.{name}", value)
     return None
 
 
@@ -436,7 +467,7 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
       ``rope_scaling`` are the full layers'), GPT-J's ``rotary_dim``. A 4.x key
       of another family is refused by name, and so is a value given twice;
     - where a config has none, the family's defaults (:attr:`Family.defaults`):
-      the base (1e6 for Qwen2-VL and Qwen2.5-VL, 5e5 for Cohere and Qwen3-VL,
+      the base (1e6 for Qwen2-VL and Qwen2.5-VL, 5e5 for Cohere, Llama 4 and Qwen3-VL,
       1e6 and 1e4 for Gemma 3's full and sliding layers, else 10000), a
       ``partial_rotary_factor`` of 0.25 for GPT-NeoX and StableLM, a
       ``rotary_dim`` of 64 for GPT-J;
@@ -446,7 +477,10 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
       beside the parameters wins over theirs, as Phi-3 keeps it);
     - the layout of the family: interleaved pairs for GPT-J (whose code fixes
       base 10000 and no scaling: a config that gives rope parameters is
-      refused) and Cohere, rotate-half for the others;
+      refused), Cohere and Llama 4, rotate-half for the others;
+    - Llama 4 (``model_type`` ``"llama4"`` or ``"llama4_text"``): base 5e5
+      where none is given; its ``llama3`` scaling with ``low_freq_factor ==
+      high_freq_factor`` has no blend band (see :func:`~posenc.rope_frequencies`);
     - Qwen2-VL, Qwen2.5-VL and Qwen3-VL (``model_type`` ``"qwen2_vl"``,
       ``"qwen2_5_vl"``, ``"qwen3_vl"``, ``"qwen3_vl_moe"`` or their ``_text``
       forms): multimodal RoPE, ``mrope_section`` from the rope parameters
@@ -473,12 +507,16 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
         The module, in the family's layout.
 
     Raises:
-        TypeError: ``rope_parameters`` (or 4.x's ``rope_scaling``) is not a dict.
+        TypeError: ``rope_parameters`` (or 4.x's ``rope_scaling``) is not a dict;
+            a size (``head_dim``, ``hidden_size``, ``num_attention_heads``,
+            ``max_position_embeddings``, ``rotary_dim``,
+            ``original_max_position_embeddings``) is not an integral number
+            (NumPy's integers are; a bool or a float is not).
         ValueError: the head size cannot be read; ``layer_type`` is missing for
             per-layer-type parameters, or given for a config without them, or
             names a type the config lacks; the config carries a 4.x key of
             another family, gives one parameter under two keys with two values,
-            or gives GPT-J rope parameters; ``rotary_dim`` is not an int in
+            or gives GPT-J rope parameters; ``rotary_dim`` is not in
             ``(0, head_dim]``; the parameters are refused by
             :func:`~posenc.rope_frequencies` (an ``mrope_section`` that does
             not sum to the rotated pairs among them).
@@ -521,19 +559,19 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
 
 def _rotary(config: Any, family: Family, layer_type: str | None) -> RotaryEmbedding:
     """:func:`rotary_from_config` of a text config, read as ``family``'s."""
-    heads = _first(config, "num_attention_heads", "n_head")
-    hidden = _first(config, "hidden_size", "n_embd")
-    head_dim = _get(config, "head_dim")
+    heads = _integer_field(config, "num_attention_heads", "n_head")
+    hidden = _integer_field(config, "hidden_size", "n_embd")
+    head_dim = _integer_field(config, "head_dim")
     if head_dim is None and heads and hidden:
         head_dim = hidden // heads
-    if not isinstance(head_dim, int) or isinstance(head_dim, bool):
+    if head_dim is None:
         raise ValueError(
             "the config gives no head size: it needs head_dim, or hidden_size and "
             f"num_attention_heads; got head_dim={head_dim!r}, hidden_size={hidden!r}, "
             f"num_attention_heads={heads!r}"
         )
-    max_positions = _first(config, "max_position_embeddings", "n_positions")
-    max_len = _MAX_LEN if not isinstance(max_positions, int) else min(max_positions, _MAX_LEN)
+    max_positions = _integer_field(config, "max_position_embeddings", "n_positions")
+    max_len = _MAX_LEN if max_positions is None else min(max_positions, _MAX_LEN)
     _refuse_foreign_keys(config, family)
     scaling = _rope_parameters(config, family, layer_type)
     base = float(scaling.get("rope_theta") or 10_000.0)
@@ -545,16 +583,16 @@ def _rotary(config: Any, family: Family, layer_type: str | None) -> RotaryEmbedd
         scaling.setdefault("mrope_section", list(section))
         scaling["mrope_interleaved"] = interleaved
     if "rotary_dim" in scaling:  # GPT-J: the features rotated, the first ones
-        rotary_dim = scaling.pop("rotary_dim")
-        if not isinstance(rotary_dim, int) or not 0 < rotary_dim <= head_dim:
+        rotary_dim = _checks.integer("config.rotary_dim", scaling.pop("rotary_dim"))
+        if not 0 < rotary_dim <= head_dim:
             raise ValueError(
                 f"config.rotary_dim must be an int in (0, head_dim={head_dim}], got {rotary_dim!r}"
             )
         if rotary_dim != head_dim:
             scaling["partial_rotary_factor"] = rotary_dim / head_dim
-    if isinstance(max_positions, int):
+    if max_positions is not None:
         scaling.setdefault("max_position_embeddings", max_positions)
-    original = _get(config, "original_max_position_embeddings")
+    original = _integer_field(config, "original_max_position_embeddings")
     if scaling["rope_type"] in ("yarn", "longrope", "llama3") and original is not None:
         # beside the parameters it wins, as in Hugging Face's conversion (Phi-3 keeps it there)
         scaling["original_max_position_embeddings"] = original
@@ -576,11 +614,16 @@ def _sin_cos(cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
     return sin, cos
 
 
+def _complex(cos: Tensor, sin: Tensor) -> Tensor:
+    return torch.complex(cos, sin)
+
+
 # The tables of each form, from posenc's one value per pair.
-_FORMS: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]] = {
+_FORMS: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor] | Tensor]] = {
     "widened": _widened,
     "repeated": _repeated,
     "gptj": _sin_cos,
+    "complex": _complex,
 }
 
 
@@ -601,7 +644,10 @@ class HFRotaryEmbedding(nn.Module):
       both of its features, ``k`` and ``k + h``: ``cat((cos, cos), -1)``;
     - ``"repeated"`` (Cohere, interleaved pairs): at features ``2k`` and
       ``2k + 1``: ``cos.repeat_interleave(2, -1)``;
-    - ``"gptj"``: ``(sin, cos)``, one value per pair, as GPT-J's module returns.
+    - ``"gptj"``: ``(sin, cos)``, one value per pair, as GPT-J's module returns;
+    - ``"complex"`` (Llama 4, interleaved pairs): one complex tensor
+      ``cos + i sin``, one value per pair, as Llama 4's text rotary returns
+      ``freqs_cis`` (with ``table_dtype=torch.float32``: complex64).
 
     With several layer types (Gemma 3), ``forward(x, position_ids,
     layer_type)``. With multimodal RoPE (a ``rotary`` built with
@@ -617,7 +663,7 @@ class HFRotaryEmbedding(nn.Module):
 
     Args:
         rotary: The :class:`~posenc.RotaryEmbedding`, or one per layer type.
-        form: ``"widened"``, ``"repeated"`` or ``"gptj"``.
+        form: ``"widened"``, ``"repeated"``, ``"gptj"`` or ``"complex"``.
         table_dtype: The tables' dtype whatever ``x``'s (OLMo 2's module returns
             float32 tables); None: ``x.dtype``.
 
@@ -626,17 +672,18 @@ class HFRotaryEmbedding(nn.Module):
         form: The form of the tables.
         table_dtype: Their dtype, or None for the input's.
         exact: Whether half-precision inputs get float32 tables (set by
-            :func:`exact_rotation`).
+            :func:`exact_rotation`, while any of its handles on the module is active).
 
     Raises:
-        ValueError: ``form`` is not one of the three.
+        ValueError: ``form`` is not one of the four.
         TypeError: ``table_dtype`` is not a floating dtype.
 
     Shapes:
         - x: any tensor; only its dtype and device are read
         - position_ids: ``(B, L)`` or ``(1, L)`` integer tensor; multimodal RoPE:
           ``(3, B, L)``, ``(1, B, L)`` or ``(B, L)``
-        - output: ``(B, L, rotary_dim)`` each (``(B, L, rotary_dim / 2)`` for GPT-J)
+        - output: ``(B, L, rotary_dim)`` each (``(B, L, rotary_dim / 2)`` for GPT-J;
+          one complex ``(B, L, rotary_dim / 2)`` for ``"complex"``)
 
     Example:
         >>> import torch
@@ -659,7 +706,7 @@ class HFRotaryEmbedding(nn.Module):
         self,
         rotary: RotaryEmbedding | Mapping[str, RotaryEmbedding],
         *,
-        form: Literal["widened", "repeated", "gptj"] = "widened",
+        form: _TableForm = "widened",
         table_dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -677,6 +724,8 @@ class HFRotaryEmbedding(nn.Module):
         self.form: _TableForm = form
         self.table_dtype: torch.dtype | None = table_dtype
         self.exact: bool = False
+        # How many active exact_rotation handles hold this module: exact while any does.
+        self._exact_holds: int = 0
 
     def extra_repr(self) -> str:
         """The form (and a fixed table dtype), shown in the module's repr."""
@@ -685,7 +734,7 @@ class HFRotaryEmbedding(nn.Module):
 
     def forward(
         self, x: Tensor, position_ids: Tensor, layer_type: str | None = None
-    ) -> tuple[Tensor, Tensor]:
+    ) -> tuple[Tensor, Tensor] | Tensor:
         """The cos and sin at ``position_ids``, in ``x``'s dtype and on its device.
 
         Args:
@@ -697,7 +746,8 @@ class HFRotaryEmbedding(nn.Module):
 
         Returns:
             ``(cos, sin)``, each ``(B, L, rotary_dim)``; ``(sin, cos)``, each
-            ``(B, L, rotary_dim / 2)``, for GPT-J.
+            ``(B, L, rotary_dim / 2)``, for GPT-J; ``cos + i sin``, complex
+            ``(B, L, rotary_dim / 2)``, for ``"complex"``.
 
         Raises:
             TypeError: ``position_ids`` is not an integer tensor.
@@ -794,8 +844,10 @@ def patch_rotary(model: nn.Module) -> nn.Module:
     """Replace every rotary module of a Hugging Face model by posenc's, in place.
 
     Each ``rotary_emb`` becomes an :class:`HFRotaryEmbedding` built from the
-    rotary module's config (:func:`rotary_from_config`), on the device and in
-    the dtype of the model: the model computes its tables from float64 phases,
+    rotary module's config (:func:`rotary_from_config`), on the replaced
+    module's device, in the dtype of the model's parameters and in the replaced
+    module's mode (``training``, so an ``eval()`` model stays in eval mode): the
+    model computes its tables from float64 phases,
     rounded once to the activations' dtype. The model itself is changed and
     returned (copy it first to keep the original). Nothing else changes: Hugging
     Face's ``apply_rotary_pos_emb`` still rotates (see :func:`exact_rotation`
@@ -807,7 +859,9 @@ def patch_rotary(model: nn.Module) -> nn.Module:
     each in :data:`RECORDS` (Llama, Mistral, Qwen2, Qwen3, Gemma, Gemma 2, Gemma
     3 per layer type, Phi-3 with LongRoPE, GPT-NeoX and StableLM with partial
     rotary, GPT-J and Cohere with interleaved pairs, OLMo 2, Granite,
-    Starcoder2; Qwen2-VL, Qwen2.5-VL and Qwen3-VL, with Qwen3-VL-MoE, multimodal
+    Starcoder2; Llama 4, interleaved pairs in complex form, its NoPE layers
+    untouched, the text model or the whole model's language model (its vision
+    tower's rotary stays); Qwen2-VL, Qwen2.5-VL and Qwen3-VL, with Qwen3-VL-MoE, multimodal
     RoPE on ``(3, B, L)`` position ids, whole models or their text models). In
     the Qwen-VL models only the language model's rotary is replaced: the vision
     tower's (2-D, on patch coordinates of a few hundred at most, where float32
@@ -824,7 +878,6 @@ def patch_rotary(model: nn.Module) -> nn.Module:
             it and the families), or it has no rotary module.
     """
     family = _check_supported(model, "patch_rotary")
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
     found = [(n, m) for n, m in model.named_modules() if _is_rotary(m, family)]
     already = any(isinstance(m, HFRotaryEmbedding) for m in model.modules())
     if not found and not already:
@@ -833,12 +886,48 @@ def patch_rotary(model: nn.Module) -> nn.Module:
             f"(model_type={_get(model.config, 'model_type')!r}; its rotary classes: "
             f"{', '.join(family.rotary_classes)})"
         )
+    floating = (p for p in model.parameters() if p.is_floating_point())
+    dtype = next((p.dtype for p in floating), torch.get_default_dtype())
     for name, module in found:
-        _place(model, name, _replacement(module, model, family).to(device))
+        new = _replacement(module, model, family)
+        # where the module was (its own buffers' device: a model split over devices
+        # keeps each rotary beside its layers), in the model's dtype, in its mode
+        new.to(device=_device_of(module, model), dtype=dtype).train(module.training)
+        _place(model, name, new)
     return model
 
 
+def _device_of(module: nn.Module, model: nn.Module) -> torch.device:
+    for tensor in (*module.buffers(), *module.parameters(), *model.parameters()):
+        return tensor.device
+    return torch.device("cpu")
+
+
 # -- The rotation, patched at module level: explicit and reversible ------------------------
+
+
+# What exact_rotation replaced, per (modeling module, function name): the function
+# that was installed before the first active handle, and how many handles hold it. The
+# last handle undone restores it, whatever the order the handles are undone in.
+_INSTALLED: dict[tuple[str, str], tuple[Callable[..., Any], int]] = {}
+
+
+def _hold(namespace: ModuleType, rotation: Rotation) -> None:
+    key = (namespace.__name__, rotation.name)
+    original, holds = _INSTALLED.get(key, (getattr(namespace, rotation.name), 0))
+    _INSTALLED[key] = (original, holds + 1)
+    setattr(namespace, rotation.name, rotation.exact)
+
+
+def _release(namespace: ModuleType, rotation: Rotation) -> None:
+    key = (namespace.__name__, rotation.name)
+    original, holds = _INSTALLED[key]
+    if holds > 1:
+        _INSTALLED[key] = (original, holds - 1)
+        return
+    del _INSTALLED[key]
+    if getattr(namespace, rotation.name, None) is rotation.exact:  # not replaced since
+        setattr(namespace, rotation.name, original)
 
 
 class ExactRotation:
@@ -848,6 +937,14 @@ class ExactRotation:
     holds the model's :class:`HFRotaryEmbedding` modules, the modeling modules
     whose rotation function it replaced, and which function that is (the
     :class:`Rotation` of the family's record).
+
+    Handles count: the rotation function is Hugging Face's again once every
+    active handle on its modeling module is undone, in any order, and a module
+    gives float32 tables while any active handle holds it (nested blocks on one
+    model: leaving the inner one leaves the outer one's in force).
+
+    Attributes:
+        active: Whether this handle is in force (False once undone).
     """
 
     def __init__(
@@ -857,22 +954,27 @@ class ExactRotation:
         rotation: Rotation = _HALF,
     ) -> None:
         self._modules = modules
-        self._name = rotation.name
-        self._saved = [(m, getattr(m, rotation.name)) for m in functions]
+        self._rotation = rotation
+        self._namespaces = functions
         self.active: bool = True
         for module in modules:
+            module._exact_holds += 1
             module.exact = True
         for namespace in functions:
-            setattr(namespace, rotation.name, rotation.exact)
+            _hold(namespace, rotation)
 
     def undo(self) -> None:
-        """Restore the functions and the modules' dtype rule; twice is harmless."""
+        """Release this handle's hold: what no other active handle holds is restored.
+
+        Twice is harmless.
+        """
         if not self.active:
             return
-        for namespace, function in reversed(self._saved):
-            setattr(namespace, self._name, function)
+        for namespace in reversed(self._namespaces):
+            _release(namespace, self._rotation)
         for module in self._modules:
-            module.exact = False
+            module._exact_holds = max(module._exact_holds - 1, 0)
+            module.exact = module._exact_holds > 0
         self.active = False
 
     def __enter__(self) -> ExactRotation:
@@ -903,7 +1005,10 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
     The function is module-level: while active, every model of that family in
     the process uses it (with its own tables it computes what Hugging Face's
     does, with fewer roundings). Call :meth:`ExactRotation.undo`, or use the
-    handle as a context manager, to restore it.
+    handle as a context manager, to restore it. Handles nest and may be undone
+    in any order: the function is restored when the last active one is undone
+    (each does not save what another installed), and a model's modules give
+    float32 tables while any of its handles is active.
 
     Args:
         model: A model patched by :func:`patch_rotary`.

@@ -96,14 +96,10 @@ def real(name: str, value: object, rope_type: str, pairs: int) -> float:
 
 def position_count(name: str, value: object, rope_type: str, pairs: int) -> int:
     """A number of positions: a positive int (NumPy's too)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(
-            f"{_where(name, rope_type)} must be an int (a number of positions), got "
-            f"{_checks._show(value)}"
-        )
-    if value <= 0:
-        raise ValueError(f"{_where(name, rope_type)} must be a positive int, got {value}")
-    return int(value)
+    count = _checks.integer(_where(name, rope_type), value, "an int (a number of positions)")
+    if count <= 0:
+        raise ValueError(f"{_where(name, rope_type)} must be a positive int, got {count}")
+    return count
 
 
 def boolean(name: str, value: object, rope_type: str, pairs: int) -> bool:
@@ -333,12 +329,20 @@ def _yarn_attention(config: RopeConfig) -> float:
 
 
 def _llama3(config: RopeConfig, seq_len: SeqLen, device: torch.device) -> Tensor:
-    """Llama 3.1: short wavelengths kept, long ones / factor, a smooth band between."""
+    """Llama 3.1: short wavelengths kept, long ones / factor, a smooth band between.
+
+    With ``low_freq_factor == high_freq_factor`` (Llama 4) the band is empty: a
+    wavelength longer than ``trained / low`` is divided by the factor, any other is
+    kept, the boundary wavelength too (Hugging Face's ``wavelen > low_freq_wavelen``;
+    its blend is 0 / 0 there, NaN).
+    """
     theta = config.theta(device)
     trained, s = config["original_max_position_embeddings"], config["factor"]
     low, high = config["low_freq_factor"], config["high_freq_factor"]
     wavelength = 2 * math.pi / theta
     kept = torch.where(wavelength > trained / low, theta / s, theta)
+    if high == low:
+        return kept
     blend = (trained / wavelength - low) / (high - low)
     between = (wavelength >= trained / high) & (wavelength <= trained / low)
     return torch.where(between, (1 - blend) * kept / s + blend * kept, kept)
@@ -415,10 +419,11 @@ def _llama3_finish(
     values: dict[str, Any], config: RopeConfig, scaling: Mapping[str, Any]
 ) -> dict[str, Any]:
     low, high = values["low_freq_factor"], values["high_freq_factor"]
-    if not high > low:
+    if high < low:  # equal: Llama 4's, no blend band
         raise ValueError(
-            "scaling['high_freq_factor'] must be greater than scaling['low_freq_factor'] "
-            f"(rope_type='llama3'), got high_freq_factor={high} and low_freq_factor={low}"
+            "scaling['high_freq_factor'] must be at least scaling['low_freq_factor'] "
+            "(rope_type='llama3'; equal ones, as Llama 4's, leave no blend band), got "
+            f"high_freq_factor={high} and low_freq_factor={low}"
         )
     return values
 

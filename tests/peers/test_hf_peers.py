@@ -11,9 +11,12 @@ measurement is printed in the summary after the run.
 from __future__ import annotations
 
 import copy
+import importlib.util
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 
@@ -23,6 +26,7 @@ from posenc import (
     RelativePositionBias,
     RotaryEmbedding,
     apply_rotary,
+    rope_frequencies,
     sinusoidal_table,
 )
 from posenc.hf import (
@@ -67,6 +71,15 @@ def _longrope() -> dict[str, Any]:
     }
 
 
+#: Llama 4's published rope parameters (Scout's config.json): llama3 with equal factors.
+LLAMA4_ROPE = {
+    "rope_type": "llama3",
+    "rope_theta": 500_000.0,
+    "factor": 16.0,
+    "low_freq_factor": 1.0,
+    "high_freq_factor": 1.0,
+    "original_max_position_embeddings": 8192,
+}
 #: In SETTINGS: a field of TINY the config class does not take.
 DROP: Any = object()
 _GEMMA = {"head_dim": 16, "hidden_activation": "gelu_pytorch_tanh"}
@@ -105,6 +118,16 @@ SETTINGS: dict[str, dict[str, Any]] = {
         "n_inner": 128,
     },
     "stablelm": {"rope_parameters": {"rope_type": "default", "partial_rotary_factor": 0.5}},
+    # Llama 4 Scout's rope parameters; the first and last layers NoPE (no_rope_layers 0)
+    "llama4": {
+        "model_type": "llama4_text",
+        "head_dim": 16,
+        "num_hidden_layers": 3,
+        "no_rope_layers": [0, 1, 0],
+        "intermediate_size_mlp": 128,
+        "num_local_experts": 2,
+        "rope_parameters": LLAMA4_ROPE,
+    },
 }
 #: Cases beside the records: a record's model under another scaling.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -234,6 +257,14 @@ def err(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).abs().max())
 
 
+def parts(tables: Any) -> tuple[torch.Tensor, ...]:
+    """A rotary module's tables as real tensors: Llama 4's complex one as (real, imag)."""
+    if isinstance(tables, torch.Tensor):
+        assert tables.is_complex()
+        return tables.real, tables.imag
+    return tuple(tables)
+
+
 @pytest.mark.parametrize("name", ONE_AXIS)
 def test_patch_rotary_replaces_every_rotary_module(name: str) -> None:
     model = patched(name)
@@ -260,9 +291,10 @@ def test_tables_equal_the_peer_modules_near_position_zero(name: str) -> None:
         extra = () if kind is None else (kind,)
         for dtype in (torch.float32, torch.bfloat16):
             x = torch.zeros(1, dtype=dtype)
-            for a, b in zip(
-                ours(x, position_ids, *extra), theirs(x, position_ids, *extra), strict=True
-            ):
+            mine_out, their_out = ours(x, position_ids, *extra), theirs(x, position_ids, *extra)
+            assert type(mine_out) is type(their_out)
+            assert getattr(mine_out, "dtype", None) == getattr(their_out, "dtype", None)
+            for a, b in zip(parts(mine_out), parts(their_out), strict=True):
                 assert a.shape == b.shape
                 assert a.dtype == b.dtype
                 atol = 2e-5 if dtype == torch.float32 else 2**-8  # bf16: one rounding each
@@ -447,10 +479,12 @@ def test_exact_rotation_is_reversible_and_measured(name: str, peer_report: Repor
     ).transpose(1, 2)
     rot = rope.rotary_dim  # partial rotary: the attention passes the rotated part only
 
-    def rotated(function: Callable[..., Any], tables: tuple[torch.Tensor, ...]) -> torch.Tensor:
+    def rotated(function: Callable[..., Any], tables: Any) -> torch.Tensor:
         if family.form == "gptj":  # (B, L, H, D), one value per pair, (sin, cos)
             y = function(q[..., :rot], *tables)
             return torch.cat((y, q[..., rot:]), -1).transpose(1, 2)
+        if family.form == "complex":  # Llama 4: (B, L, H, D), one complex table
+            return function(q, q, tables)[0].transpose(1, 2)
         part = q[..., :rot].transpose(1, 2)
         y = function(part, part, *tables)[0]
         return torch.cat((y, q[..., rot:].transpose(1, 2)), -1)
@@ -463,7 +497,7 @@ def test_exact_rotation_is_reversible_and_measured(name: str, peer_report: Repor
         bound = max(1e-5, err(f32, exact[FAR]))
         assert err(logits(mine, tokens, FAR, torch.float32), f32) <= bound
         tables = module(q, position_ids, *extra)
-        assert tables[0].dtype == torch.float32  # bf16 input, float32 tables
+        assert parts(tables)[0].dtype == torch.float32  # bf16 input, float32 tables
         once = err(rotated(getattr(namespace, family.rotation.name), tables).double(), truth)
         one = {s: err(logits(mine, tokens, s, torch.bfloat16), exact[s]) for s in exact}
     assert getattr(namespace, family.rotation.name) is before
@@ -480,6 +514,207 @@ def test_exact_rotation_is_reversible_and_measured(name: str, peer_report: Repor
         f"{one[0]:.2e}, @1e6 {plain[FAR]:.2e} vs {one[FAR]:.2e}; "
         f"rotated q @1e6 {hf_three:.1e} vs {once:.1e}"
     )
+
+
+# -- Llama 4: llama3 with equal factors, complex tables, NoPE layers ------------------------
+
+#: (head_dim, rope_theta, original_max_position_embeddings): Llama 4's own, and others
+#: that put the trained length between other pairs.
+LLAMA4_CASES = [(128, 500_000.0, 8192), (64, 10_000.0, 1024), (16, 500_000.0, 8192),
+                (128, 1e6, 4096), (96, 5e7, 32_768)]  # fmt: skip
+
+
+@pytest.mark.parametrize(("head_dim", "base", "trained"), LLAMA4_CASES)
+def test_llama4_frequencies_equal_transformers_llama3_function(
+    head_dim: int, base: float, trained: int, peer_report: Report
+) -> None:
+    # transformers 5.24's _compute_llama3_parameters, which builds Llama 4's equal
+    # factors (with a logged warning): wavelengths > trained / low divided by the
+    # factor, < trained / high kept. Which pairs are divided: bit for bit (HF's factor
+    # 16 is a power of two, so its divided pairs are its ladder / 16 exactly). The
+    # values: HF's float32 ladder, base ** (2k / d) in float32, within 4 float32 ulps.
+    from transformers import Llama4TextConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+    from transformers.models.llama4.modeling_llama4 import Llama4TextRotaryEmbedding
+
+    params = {**LLAMA4_ROPE, "rope_theta": base, "original_max_position_embeddings": trained}
+    config = Llama4TextConfig(
+        hidden_size=4 * head_dim, num_attention_heads=4, head_dim=head_dim, rope_parameters=params
+    )
+    theirs, their_factor = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    ladder, _ = Llama4TextRotaryEmbedding.compute_default_rope_parameters(config)
+    ours, our_factor = rope_frequencies(head_dim, base=base, scaling=params)
+    unscaled, _ = rope_frequencies(head_dim, base=base)
+    divided = ours != unscaled
+    assert torch.equal(ours[divided], unscaled[divided] / 16)
+    assert 0 < int(divided.sum()) < head_dim // 2  # both sides hold pairs
+    assert torch.equal(theirs, torch.where(divided, ladder / 16, ladder))
+    rel = float(((ours - theirs.double()) / ours).abs().max())
+    assert rel <= 2**-21
+    assert our_factor == float(their_factor) == 1.0
+    peer_report(
+        f"Llama 4 rope (d={head_dim}, base {base:g}, trained {trained}): "
+        f"{int(divided.sum())}/{head_dim // 2} pairs divided, as HF's; "
+        f"|posenc - HF| / posenc {rel:.1e} (HF's float32 ladder)"
+    )
+
+
+def test_llama4_boundary_wavelength_is_kept() -> None:
+    # A pair whose wavelength is exactly trained / low (pair 0: frequency 1, 2 pi):
+    # Hugging Face's blend is 0 / 0 there (its `wavelen > low_freq_wavelen` keeps it,
+    # then the empty band's blend gives a non-finite value); posenc keeps it.
+    from transformers import Llama4TextConfig
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    trained = 8192
+    low = trained / (2 * np.pi)
+    assert trained / low == 2 * np.pi  # the boundary is the wavelength, in float64
+    assert np.float32(trained / low) == np.float32(2 * np.pi)  # and in HF's float32
+    params = {**LLAMA4_ROPE, "low_freq_factor": low, "high_freq_factor": low}
+    ours, _ = rope_frequencies(16, base=500_000.0, scaling=params)
+    assert ours[0] == 1.0  # kept, not 1 / 16
+    assert torch.isfinite(ours).all()
+    config = Llama4TextConfig(
+        hidden_size=64, num_attention_heads=4, head_dim=16, rope_parameters=params
+    )
+    theirs, _ = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    assert not torch.isfinite(theirs[0])  # HF: 0 / 0 on the boundary
+    # the pairs off the boundary (all longer: divided) as posenc's, within HF's ladder
+    np.testing.assert_allclose(theirs[1:].double(), ours[1:], rtol=2**-21, atol=0)
+    unscaled, _ = rope_frequencies(16, base=500_000.0)
+    assert torch.equal(ours[1:], unscaled[1:] / 16)
+
+
+def torchtune_llama3_scaling() -> Callable[..., torch.Tensor]:
+    """torchtune's ``Llama3ScaledRoPE.apply_scaling``, from its source file.
+
+    The file imports torch only; the package's ``__init__`` wants torchao, which the
+    peers venv lacks (torchtune is installed there with ``--no-deps``).
+    """
+    spec = importlib.util.find_spec("torchtune")
+    assert spec is not None, "torchtune is needed (pip install --no-deps torchtune)"
+    assert spec.origin is not None
+    path = Path(spec.origin).parent / "models" / "llama3_1" / "_position_embeddings.py"
+    module_spec = importlib.util.spec_from_file_location("torchtune_llama3_1_rope", path)
+    assert module_spec is not None
+    assert module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    scaling: Callable[..., torch.Tensor] = module.Llama3ScaledRoPE.apply_scaling
+    return scaling
+
+
+@pytest.mark.parametrize(("head_dim", "base", "trained"), LLAMA4_CASES)
+def test_llama4_frequencies_equal_torchtune_rule(head_dim: int, base: float, trained: int) -> None:
+    # torchtune's per-pair rule (< trained / high kept, > trained / low divided; on the
+    # boundary it asserts): fed posenc's float64 ladder, it gives posenc's frequencies
+    # bit for bit.
+    apply_scaling = torchtune_llama3_scaling()
+    params = {**LLAMA4_ROPE, "rope_theta": base, "original_max_position_embeddings": trained}
+    ours, _ = rope_frequencies(head_dim, base=base, scaling=params)
+    unscaled, _ = rope_frequencies(head_dim, base=base)
+    theirs = apply_scaling(None, unscaled, 16.0, 1.0, 1.0, trained)
+    assert theirs.dtype == torch.float64
+    assert torch.equal(ours, theirs)
+
+
+def test_llama4_rotary_from_the_hub_config() -> None:
+    # Llama 4 Scout's config.json (transformers 4.x form: rope_scaling beside
+    # rope_theta, the text model's fields in text_config) against its config class.
+    from transformers import AutoConfig
+
+    scaling = {k: v for k, v in LLAMA4_ROPE.items() if k != "rope_theta"}
+    text = {**TINY, "model_type": "llama4_text", "head_dim": 16, "rope_theta": 500_000.0,
+            "rope_scaling": scaling}  # fmt: skip
+    hub = {"model_type": "llama4", "text_config": text, "vision_config": {}}
+    ours = rotary_from_config(hub)
+    theirs = rotary_from_config(AutoConfig.for_model(**copy.deepcopy(hub)))
+    assert ours.layout == theirs.layout == "interleaved"
+    assert ours.extra_repr() == theirs.extra_repr()
+    where = torch.tensor([0, 1, 8191, 8192, 10**6])
+    for a, b in zip(
+        ours.cos_sin(5, positions=where), theirs.cos_sin(5, positions=where), strict=True
+    ):
+        assert torch.equal(a, b)
+
+
+def test_llama4_logits_within_1e_5_at_ordinary_positions(peer_report: Report) -> None:
+    model, mine, tokens = model_of("llama4"), patched("llama4"), ids()
+    gaps = [
+        err(logits(model, tokens, s, torch.float32), logits(mine, tokens, s, torch.float32))
+        for s in (0, 1000, 4096 - LENGTH, 8192 - LENGTH // 2)
+    ]
+    assert max(gaps) <= 1e-5
+    peer_report(f"HF llama4 f32 logits, posenc vs HF up to position 8204: {max(gaps):.1e}")
+
+
+def test_llama4_whole_model_patches_the_text_rotary_only() -> None:
+    # Llama4ForConditionalGeneration: the language model's rotary is replaced, the
+    # vision tower's (2-D, on patch coordinates) stays. transformers 5.24's forward of
+    # the whole model fails on its own output class, so the language model is run.
+    import transformers as t
+
+    text = {**_TEXT, **{k: v for k, v in SETTINGS["llama4"].items() if k != "model_type"}}
+    vision = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+              "intermediate_size": 64, "image_size": 28, "patch_size": 14,
+              "vision_output_dim": 32, "projector_input_dim": 32,
+              "projector_output_dim": 32}  # fmt: skip
+    torch.manual_seed(0)
+    config = t.Llama4Config(text_config=text, vision_config=vision)
+    model = t.Llama4ForConditionalGeneration(config).eval()
+    mine = patch_rotary(copy.deepcopy(model))
+    assert isinstance(mine.language_model.model.rotary_emb, HFRotaryEmbedding)
+    kept = type(mine.vision_model.rotary_embedding)
+    assert kept is type(model.vision_model.rotary_embedding)
+    assert kept.__name__ == "Llama4VisionRotaryEmbedding"
+    tokens = ids()
+    for start in (0, 4096 - LENGTH):
+        gap = err(
+            logits(model.language_model, tokens, start, torch.float32),
+            logits(mine.language_model, tokens, start, torch.float32),
+        )
+        assert gap <= 1e-5
+
+
+def test_llama4_nope_layers_are_untouched() -> None:
+    # Llama 4's NoPE layers (no_rope_layers 0) never rotate: patching changes nothing
+    # there, bit for bit. Layer 0 (NoPE) sees the embeddings in both models; layer 2
+    # (NoPE, after a RoPE layer) is given the same input and each model's tables.
+    model, mine, tokens = model_of("llama4", sharp=True), patched("llama4", sharp=True), ids()
+    assert list(model.config.no_rope_layers) == [0, 1, 0]
+    positions = torch.arange(LENGTH).expand(2, -1) + FAR
+
+    def attention(m: torch.nn.Module) -> tuple[list[torch.Tensor], list[dict[str, Any]]]:
+        outputs: list[torch.Tensor] = []
+        inputs: list[dict[str, Any]] = []
+
+        def hook(module: Any, args: Any, kwargs: dict[str, Any], output: Any) -> None:
+            inputs.append(dict(kwargs))
+            outputs.append(output[0])
+
+        layers = m.model.layers
+        hooks = [layer.self_attn.register_forward_hook(hook, with_kwargs=True) for layer in layers]
+        with torch.no_grad():
+            m(input_ids=tokens, position_ids=positions, use_cache=False)
+        for h in hooks:
+            h.remove()
+        return outputs, inputs
+
+    (theirs, their_inputs), (ours, our_inputs) = attention(model), attention(mine)
+    assert [layer.self_attn.use_rope for layer in mine.model.layers] == [0, 1, 0]
+    assert torch.equal(ours[0], theirs[0])
+    assert not torch.equal(ours[1], theirs[1])  # the RoPE layer: posenc's tables at 10**6
+    given = our_inputs[2]
+    with torch.no_grad():
+        own = model.model.layers[2].self_attn(
+            **{**given, "position_embeddings": their_inputs[2]["position_embeddings"]}
+        )[0]
+        patched_out = mine.model.layers[2].self_attn(**given)[0]
+    assert not torch.equal(
+        given["position_embeddings"], their_inputs[2]["position_embeddings"]
+    )  # the tables differ ...
+    assert torch.equal(patched_out, own)  # ... and the NoPE layer does not read them
+    assert torch.equal(patched_out, ours[2])
 
 
 def four_x_config(name: str) -> dict[str, Any]:
@@ -539,6 +774,33 @@ def test_4x_configs_read_as_transformers_converts_them(name: str) -> None:
             != rotary_from_config(given, layer_type=kind).extra_repr()
             for kind in family.layer_types or (None,)
         )
+
+
+@pytest.mark.parametrize("name", list(RECORDS))
+def test_every_4x_key_the_config_class_converts_is_read(name: str) -> None:
+    # The 4.x keys of a family are those its config class (transformers 5) moves into
+    # the rope parameters: the ones convert_rope_params_to_dict takes from the 4.x
+    # fields, read here from its source. Each is read by posenc (the keys every family
+    # reads, or the record's own keys), and each of the record's keys is one of them or
+    # a field of the config class (GPT-J's rotary_dim).
+    import dataclasses
+    import inspect
+    import re
+
+    from transformers import CONFIG_MAPPING
+
+    from posenc.hf import _COMMON
+
+    family = RECORDS[name]
+    known: set[str] = set()  # converted or a field, by any of the family's config classes
+    for model_type in family.model_types:
+        config_class = CONFIG_MAPPING[model_type]
+        source = inspect.getsource(config_class.convert_rope_params_to_dict)
+        converted = set(re.findall(r'kwargs\.(?:pop|get)\(\s*"(\w+)"', source))
+        assert "rope_scaling" in converted
+        assert converted <= {"rope_scaling", *_COMMON, *family.keys}, model_type
+        known |= converted | {f.name for f in dataclasses.fields(config_class)}
+    assert set(family.keys) <= known
 
 
 def test_unsupported_models_are_named() -> None:
