@@ -42,7 +42,17 @@ def tests(session: nox.Session) -> None:
 def peers(session: nox.Session) -> None:
     """Golden tests against the peer libraries' own functions (tests/peers/), in their own venv."""
     install(session, "peers")
-    session.run("pytest", "-v", "tests/peers", *session.posargs, env={"POSENC_PEERS": "1"})
+    # transformers 5.2 (the last get_rope_index with the Qwen team's text-after-vision
+    # rule) in a directory of its own, run in a subprocess: it needs huggingface_hub < 2,
+    # tokenizers <= 0.23.0 and httpx, which the venv's transformers does not
+    legacy = str(Path(session.virtualenv.location) / "transformers-5.2")
+    session.install("--no-deps", "--upgrade", "--target", legacy, *TRANSFORMERS_5_2)
+    env = {"POSENC_PEERS": "1", "POSENC_TRANSFORMERS_5_2": legacy}
+    session.run("pytest", "-v", "tests/peers", *session.posargs, env=env)
+
+
+TRANSFORMERS_5_2 = ("transformers==5.2.0", "huggingface_hub==1.33.0", "tokenizers==0.22.2",
+                    "httpx==0.28.1", "httpcore==1.0.9")  # fmt: skip
 
 
 # The public API's type completeness as pyright sees it from outside the package, over
