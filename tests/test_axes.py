@@ -80,16 +80,17 @@ def pairs_reference(
     return out
 
 
-def mrope_owner(sections: list[int], interleaved: bool) -> list[int]:
+def mrope_owner(sections: list[int], interleaved: bool, pairs: int | None = None) -> list[int]:
     """The axis of each pair: bands (Qwen2-VL) or t, h, w cycling (Qwen3-VL).
 
     Qwen3-VL's code overwrites the pairs 1, 4, 7, ... below 3 · sections[1] with h and
-    2, 5, 8, ... below 3 · sections[2] with w; t keeps the others.
+    2, 5, 8, ... below 3 · sections[2] with w; t keeps the others, those past the
+    sections' sum included when ``pairs`` is larger.
     """
     t, h, w = sections
     if not interleaved:
         return [0] * t + [1] * h + [2] * w
-    owner = [0] * (t + h + w)
+    owner = [0] * (t + h + w if pairs is None else pairs)
     for k in range(1, 3 * h, 3):
         if k < len(owner):
             owner[k] = 1
@@ -193,13 +194,31 @@ def test_a_grid_is_gathered_from_the_table_not_recomputed(monkeypatch: pytest.Mo
 # -- M-RoPE -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scaling", [QWEN2, QWEN3], ids=["chunked", "interleaved"])
-def test_m_rope_allocates_one_ladder_among_the_axes(scaling: dict[str, object]) -> None:
-    rope = RotaryEmbedding(32, base=1_000_000.0, max_len=64, scaling=scaling)
+SHORT = [8, 12, 12]  # 32 of the 36 pairs of a head of 72 (timm's GenLIP): 4 left to t
+
+
+@pytest.mark.parametrize(
+    ("scaling", "head_dim"),
+    [
+        (QWEN2, 32),
+        (QWEN3, 32),
+        ({"rope_type": "default", "mrope_section": SHORT, "mrope_interleaved": True}, 72),
+        ({"rope_type": "default", "mrope_section": [2, 12, 8], "mrope_interleaved": True}, 72),
+    ],
+    ids=["chunked", "interleaved", "interleaved-short", "interleaved-short-w"],
+)
+def test_m_rope_allocates_one_ladder_among_the_axes(
+    scaling: dict[str, object], head_dim: int
+) -> None:
+    rope = RotaryEmbedding(head_dim, base=1_000_000.0, max_len=64, scaling=scaling)
     sections = scaling["mrope_section"]
-    owner = mrope_owner(sections, bool(scaling.get("mrope_interleaved")))  # type: ignore[arg-type]
-    freqs = torch.tensor([1_000_000.0 ** (-2 * k / 32) for k in range(16)], dtype=torch.float64)
-    x = torch.randn(2, 30, 32, dtype=torch.float64)
+    interleaved = bool(scaling.get("mrope_interleaved"))
+    owner = mrope_owner(sections, interleaved, head_dim // 2)  # type: ignore[arg-type]
+    assert rope._config.pair_axes() == tuple(owner)
+    freqs = torch.tensor(
+        [1_000_000.0 ** (-2 * k / head_dim) for k in range(head_dim // 2)], dtype=torch.float64
+    )
+    x = torch.randn(2, 30, head_dim, dtype=torch.float64)
     positions = mixed_positions(30)
     want = pairs_reference(x, positions, freqs, owner, "half")
     torch.testing.assert_close(rope.double()(x, positions=positions), want, rtol=0, atol=1e-12)
@@ -465,6 +484,18 @@ def test_the_module_refuses_ambiguous_and_misshapen_positions() -> None:
             ValueError,
             r"for M-RoPE give scaling with 'mrope_section' and no axes",
         ),
+        # interleaved: at most the 16 pairs; chunked: exactly (Hugging Face's split)
+        (
+            {"scaling": {**QWEN3, "mrope_section": [6, 6, 5]}},
+            ValueError,
+            r"with mrope_interleaved .* summing to at most the rotated pairs, 16 .*\[6, 6, 5\]",
+        ),
+        (
+            {"scaling": {**QWEN2, "mrope_section": [4, 6, 4]}},
+            ValueError,
+            r"summing to the rotated pairs, 16 .*\[4, 6, 4\] \(with mrope_interleaved, fewer",
+        ),
+        ({"scaling": {**QWEN3, "mrope_section": [6, -1, 5]}}, ValueError, r"three ints >= 0"),
     ],
 )
 def test_axes_are_checked(kwargs: dict[str, object], error: type, match: str) -> None:

@@ -275,6 +275,60 @@ def test_qwen_vl_text_rotary(model: str, rope: dict[str, Any], peer_report: Repo
     assert rotation <= 2e-5
 
 
+def test_interleaved_sections_short_of_the_pairs_leave_the_rest_to_t(
+    peer_report: Report,
+) -> None:
+    # A head of 72 with [8, 12, 12] (timm's GenLIP): 32 of 36 pairs in sections. Hugging
+    # Face's interleaved recomposition_frequencies leaves the 4 left over with t.
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb
+    from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
+
+    rope = {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [8, 12, 12],
+            "mrope_interleaved": True}  # fmt: skip
+    peer = Qwen3VLTextRotaryEmbedding(
+        Qwen3VLTextConfig(**{**TEXT, "rope_parameters": rope, "head_dim": 72})
+    )
+    ours = RotaryEmbedding(72, base=1_000_000.0, scaling=rope)
+    positions = torch.randint(0, 40, (3, 2, 30))  # each axis its own: the owner shows
+    x = torch.randn(2, 2, 30, 72)
+    cos, sin = peer(x, positions)
+    ours_cos, ours_sin = ours.cos_sin(30, positions=positions, batch=2)
+    table = max(_max(ours_cos, cos[..., :36]), _max(ours_sin, sin[..., :36]))
+    theirs, _ = apply_rotary_pos_emb(x, x, cos, sin)
+    rotation = _max(ours(x, positions=positions), theirs)
+    # which axis turns each pair in the peer: move one axis, see which pairs change
+    owner = torch.full((36,), -1)
+    for axis in range(3):
+        moved = positions.clone()
+        moved[axis] += 1000
+        owner[(peer(x, moved)[1] != sin)[..., :36].flatten(0, -2).any(0)] = axis
+    peer_report(
+        f"{type(peer).__name__}, head 72 with sections [8, 12, 12]: tables {table:.2e}, "
+        f"rotation {rotation:.2e}"
+    )
+    assert table <= 4e-6
+    assert rotation <= 2e-5
+    assert owner.tolist() == list(ours._config.pair_axes() or ())
+    # h and w keep their 12 each, t takes the other 12: its 8 and the 4 left over
+    assert torch.bincount(owner).tolist() == [12, 12, 12]
+
+
+def test_chunked_sections_short_of_the_pairs_are_refused_by_both() -> None:
+    # Hugging Face's chunked recomposition splits the pairs by the sections, and torch's
+    # split refuses sizes that do not sum to them; posenc refuses the config by name.
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding
+
+    rope = {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [8, 12, 12]}
+    peer = Qwen2VLRotaryEmbedding(qwen2_vl(rope).text_config.__class__(
+        **{**TEXT, "hidden_size": 144, "rope_parameters": rope}
+    ))  # fmt: skip
+    with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum"):
+        peer(torch.randn(1, 2, 5, 72), torch.zeros(3, 1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"mrope_section.*summing to the rotated pairs, 36"):
+        RotaryEmbedding(72, base=1_000_000.0, scaling=rope)
+
+
 def test_qwen2_vl_vision_rotary_is_axial(peer_report: Report) -> None:
     from transformers.models.qwen2_vl.modeling_qwen2_vl import (
         Qwen2VLVisionRotaryEmbedding,
