@@ -466,6 +466,29 @@ def test_the_module_refuses_ambiguous_and_misshapen_positions() -> None:
         rope(torch.randn(2, 5, 32), positions=torch.zeros(3, 2, 4, dtype=torch.long))
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["(L, A)", "(B, L, A)"])
+def test_diffusers_order_is_refused_with_the_transpose_named(batched: bool) -> None:
+    # diffusers builds its ids as (L, A) (FLUX's img_ids, get_1d_rotary_pos_embed per
+    # column); posenc's axes come first. The message names the order and the fix.
+    rope = RotaryEmbedding(32, layout="interleaved", axes=(8, 12, 12))
+    ids = grid_positions(2, 3, 4)  # (3, 24)
+    x = torch.randn(2, 2, 24, 32)
+    given = ids.T[None].expand(2, -1, -1) if batched else ids.T
+    want = "(B, L, A)" if batched else "(L, A)"
+    fix = "ids.permute(2, 0, 1)" if batched else "ids.T"
+    first = "(A, B, L)" if batched else "(A, L)"
+    with pytest.raises(ValueError, match=r"positions on axes come axes first") as info:
+        rope(x, positions=given)
+    message = str(info.value)
+    assert f"axes first, {first};" in message
+    assert f"which is {want} with L=24 and A=3" in message
+    assert f"pass {fix}" in message
+    fixed = given.permute(2, 0, 1) if batched else given.T
+    _same(rope(x, positions=fixed), rope(x, positions=ids))
+    with pytest.raises(ValueError, match=re.escape("pass ids.T")):
+        resolve_axes(24, 3, positions=ids.T, batch=2)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [

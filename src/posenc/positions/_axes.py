@@ -121,8 +121,8 @@ def resolve_axes(
 
     Raises:
         TypeError: as :func:`resolve`.
-        ValueError: as :func:`resolve`; a 2-D tensor is ambiguous, or a shape
-            fits neither form.
+        ValueError: as :func:`resolve`; a 2-D tensor is ambiguous, a shape
+            fits neither form, or the axes come last (diffusers' ``(L, A)``).
 
     Example:
         >>> import torch
@@ -136,6 +136,17 @@ def resolve_axes(
     axes = _checks.positive_int("axes", axes)
     if not isinstance(positions, Tensor) or positions.dim() not in (2, 3):
         return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
+    shape = tuple(positions.shape)
+    if axes > 1 and length != axes and shape[-2:] == (length, axes):
+        # every form ends in L: (L, A) or (B, L, A) is diffusers' order, axes last
+        turned, fix = (
+            ("(A, L)", "ids.T") if len(shape) == 2 else ("(A, B, L)", "ids.permute(2, 0, 1)")
+        )
+        raise ValueError(
+            f"positions on axes come axes first, {turned}; got shape {shape}, which is "
+            f"({'B, ' if len(shape) == 3 else ''}L, A) with L={length} and A={axes}, "
+            f"diffusers' order: pass {fix}"
+        )
     rows = positions.shape[0]
     if positions.dim() == 2:
         if batch is not None and rows == axes and axes == batch and axes > 1:
