@@ -137,8 +137,9 @@ def resolve_axes(
     if not isinstance(positions, Tensor) or positions.dim() not in (2, 3):
         return resolve(length, offset=offset, positions=positions, batch=batch, device=device)
     shape = tuple(positions.shape)
-    if axes > 1 and length != axes and shape[-2:] == (length, axes):
-        # every form ends in L: (L, A) or (B, L, A) is diffusers' order, axes last
+    # every form ends in L: (L, A) or (B, L, A) is diffusers' order, axes last (tested
+    # from the last size, which under torch.export is L itself: no guard on L's value)
+    if shape[-1] != length and shape[-1] == axes and shape[-2] == length:
         turned, fix = (
             ("(A, L)", "ids.T") if len(shape) == 2 else ("(A, B, L)", "ids.permute(2, 0, 1)")
         )
