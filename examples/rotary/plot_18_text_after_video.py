@@ -43,9 +43,11 @@ for rule in posenc.TEXT_AFTER_VISION_RULES:
     end = before + patches * 4
     print(
         f"{rule!r}: video t {int(ids[0, before])}..{int(ids[0, end - 1])}, "
-        f"h and w up to {int(ids[1:, before:end].max())}; the text after at "
-        f"{ids[0, end:].tolist()}; delta {int(deltas[0, 0])}, the next token at "
-        f"{types.shape[1] + int(deltas[0, 0])}"
+        f"h and w up to {int(ids[1:, before:end].max())}"
+    )
+    print(
+        f"    text after it at {ids[0, end:].tolist()}; delta {int(deltas[0, 0])}, "
+        f"next token at {types.shape[1] + int(deltas[0, 0])}"
     )
 
 # %%
@@ -54,10 +56,10 @@ for rule in posenc.TEXT_AFTER_VISION_RULES:
 # the text after it goes back down into positions the video's frames already
 # hold on t, and decoding, which continues from the delta (the largest position
 # + 1, as transformers computes it), jumps back past the dotted line.
-fig, panels = plt.subplots(1, 2, figsize=(7.4, 3.2), sharey=True, layout="constrained")
+fig, panels = plt.subplots(1, 2, figsize=(6.4, 3.6), sharey=True, layout="constrained")
 tokens = torch.arange(types.shape[1])
 styles = {
-    "t": ("tab:blue", "o", 3.5),
+    "t": ("tab:blue", "o", 4.0),
     "h": ("tab:orange", "s", 3.0),
     "w": ("tab:green", "^", 3.0),
 }
@@ -82,8 +84,8 @@ for ax, (rule, (ids, delta)) in zip(panels, rules.items(), strict=True):
     )
     ax.set_title(f'text_after_vision="{rule}"', fontsize=10)
     ax.set_xlabel("token", fontsize=10)
-    ax.tick_params(labelsize=9)
+    ax.tick_params(labelsize=10)
 panels[0].set_ylabel("position", fontsize=10)
-panels[0].legend(fontsize=8, loc="upper left")
+panels[1].legend(fontsize=10, loc="upper left", handlelength=1.2, borderpad=0.3)
 fig.suptitle("One Qwen2.5-VL video (12 patches at 5/6 s), then text", fontsize=11)
 plt.show()
