@@ -48,7 +48,17 @@ def peers(session: nox.Session) -> None:
     # torchtune's Llama 3 / Llama 4 scaling rule, loaded as a file too (tests/peers/
     # test_hf_peers.py): its package imports torchao, which is not installed here.
     session.install("--no-deps", "torchtune==0.6.1")
-    session.run("pytest", "-v", "tests/peers", *session.posargs, env={"POSENC_PEERS": "1"})
+    # transformers 5.2 (the last get_rope_index with the Qwen team's text-after-vision
+    # rule) in a directory of its own, run in a subprocess: it needs huggingface_hub < 2,
+    # tokenizers <= 0.23.0 and httpx, which the venv's transformers does not
+    legacy = str(Path(session.virtualenv.location) / "transformers-5.2")
+    session.install("--no-deps", "--upgrade", "--target", legacy, *TRANSFORMERS_5_2)
+    env = {"POSENC_PEERS": "1", "POSENC_TRANSFORMERS_5_2": legacy}
+    session.run("pytest", "-v", "tests/peers", *session.posargs, env=env)
+
+
+TRANSFORMERS_5_2 = ("transformers==5.2.0", "huggingface_hub==1.33.0", "tokenizers==0.22.2",
+                    "httpx==0.28.1", "httpcore==1.0.9")  # fmt: skip
 
 
 # The public API's type completeness as pyright sees it from outside the package, over

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -79,16 +80,17 @@ def pairs_reference(
     return out
 
 
-def mrope_owner(sections: list[int], interleaved: bool) -> list[int]:
+def mrope_owner(sections: list[int], interleaved: bool, pairs: int | None = None) -> list[int]:
     """The axis of each pair: bands (Qwen2-VL) or t, h, w cycling (Qwen3-VL).
 
     Qwen3-VL's code overwrites the pairs 1, 4, 7, ... below 3 · sections[1] with h and
-    2, 5, 8, ... below 3 · sections[2] with w; t keeps the others.
+    2, 5, 8, ... below 3 · sections[2] with w; t keeps the others, those past the
+    sections' sum included when ``pairs`` is larger.
     """
     t, h, w = sections
     if not interleaved:
         return [0] * t + [1] * h + [2] * w
-    owner = [0] * (t + h + w)
+    owner = [0] * (t + h + w if pairs is None else pairs)
     for k in range(1, 3 * h, 3):
         if k < len(owner):
             owner[k] = 1
@@ -192,13 +194,31 @@ def test_a_grid_is_gathered_from_the_table_not_recomputed(monkeypatch: pytest.Mo
 # -- M-RoPE -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scaling", [QWEN2, QWEN3], ids=["chunked", "interleaved"])
-def test_m_rope_allocates_one_ladder_among_the_axes(scaling: dict[str, object]) -> None:
-    rope = RotaryEmbedding(32, base=1_000_000.0, max_len=64, scaling=scaling)
+SHORT = [8, 12, 12]  # 32 of the 36 pairs of a head of 72 (timm's GenLIP): 4 left to t
+
+
+@pytest.mark.parametrize(
+    ("scaling", "head_dim"),
+    [
+        (QWEN2, 32),
+        (QWEN3, 32),
+        ({"rope_type": "default", "mrope_section": SHORT, "mrope_interleaved": True}, 72),
+        ({"rope_type": "default", "mrope_section": [2, 12, 8], "mrope_interleaved": True}, 72),
+    ],
+    ids=["chunked", "interleaved", "interleaved-short", "interleaved-short-w"],
+)
+def test_m_rope_allocates_one_ladder_among_the_axes(
+    scaling: dict[str, object], head_dim: int
+) -> None:
+    rope = RotaryEmbedding(head_dim, base=1_000_000.0, max_len=64, scaling=scaling)
     sections = scaling["mrope_section"]
-    owner = mrope_owner(sections, bool(scaling.get("mrope_interleaved")))  # type: ignore[arg-type]
-    freqs = torch.tensor([1_000_000.0 ** (-2 * k / 32) for k in range(16)], dtype=torch.float64)
-    x = torch.randn(2, 30, 32, dtype=torch.float64)
+    interleaved = bool(scaling.get("mrope_interleaved"))
+    owner = mrope_owner(sections, interleaved, head_dim // 2)  # type: ignore[arg-type]
+    assert rope._config.pair_axes() == tuple(owner)
+    freqs = torch.tensor(
+        [1_000_000.0 ** (-2 * k / head_dim) for k in range(head_dim // 2)], dtype=torch.float64
+    )
+    x = torch.randn(2, 30, head_dim, dtype=torch.float64)
     positions = mixed_positions(30)
     want = pairs_reference(x, positions, freqs, owner, "half")
     torch.testing.assert_close(rope.double()(x, positions=positions), want, rtol=0, atol=1e-12)
@@ -446,6 +466,29 @@ def test_the_module_refuses_ambiguous_and_misshapen_positions() -> None:
         rope(torch.randn(2, 5, 32), positions=torch.zeros(3, 2, 4, dtype=torch.long))
 
 
+@pytest.mark.parametrize("batched", [False, True], ids=["(L, A)", "(B, L, A)"])
+def test_diffusers_order_is_refused_with_the_transpose_named(batched: bool) -> None:
+    # diffusers builds its ids as (L, A) (FLUX's img_ids, get_1d_rotary_pos_embed per
+    # column); posenc's axes come first. The message names the order and the fix.
+    rope = RotaryEmbedding(32, layout="interleaved", axes=(8, 12, 12))
+    ids = grid_positions(2, 3, 4)  # (3, 24)
+    x = torch.randn(2, 2, 24, 32)
+    given = ids.T[None].expand(2, -1, -1) if batched else ids.T
+    want = "(B, L, A)" if batched else "(L, A)"
+    fix = "ids.permute(2, 0, 1)" if batched else "ids.T"
+    first = "(A, B, L)" if batched else "(A, L)"
+    with pytest.raises(ValueError, match=r"positions on axes come axes first") as info:
+        rope(x, positions=given)
+    message = str(info.value)
+    assert f"axes first, {first};" in message
+    assert f"which is {want} with L=24 and A=3" in message
+    assert f"pass {fix}" in message
+    fixed = given.permute(2, 0, 1) if batched else given.T
+    _same(rope(x, positions=fixed), rope(x, positions=ids))
+    with pytest.raises(ValueError, match=re.escape("pass ids.T")):
+        resolve_axes(24, 3, positions=ids.T, batch=2)
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
@@ -464,6 +507,18 @@ def test_the_module_refuses_ambiguous_and_misshapen_positions() -> None:
             ValueError,
             r"for M-RoPE give scaling with 'mrope_section' and no axes",
         ),
+        # interleaved: at most the 16 pairs; chunked: exactly (Hugging Face's split)
+        (
+            {"scaling": {**QWEN3, "mrope_section": [6, 6, 5]}},
+            ValueError,
+            r"with mrope_interleaved .* summing to at most the rotated pairs, 16 .*\[6, 6, 5\]",
+        ),
+        (
+            {"scaling": {**QWEN2, "mrope_section": [4, 6, 4]}},
+            ValueError,
+            r"summing to the rotated pairs, 16 .*\[4, 6, 4\] \(with mrope_interleaved, fewer",
+        ),
+        ({"scaling": {**QWEN3, "mrope_section": [6, -1, 5]}}, ValueError, r"three ints >= 0"),
     ],
 )
 def test_axes_are_checked(kwargs: dict[str, object], error: type, match: str) -> None:
@@ -523,22 +578,36 @@ def test_grid_positions_refuse_bad_sizes(
 # -- multimodal_positions ---------------------------------------------------------------
 
 
-def test_a_video_in_frames_seconds_and_timestamps() -> None:
+# Where the text after a video resumes (the video starts at 1 and ends at t = 3 here,
+# 2 × 2 tokens a frame): "max", 1 + the largest position on any axis (transformers
+# <= 5.2's and vLLM's `st_idx = llm_pos_ids_list[-1].max() + 1`); "spatial", start +
+# max(h, w) / m (transformers >= 5.3's `current_pos += max(h, w) // merge`).
+@pytest.mark.parametrize(
+    ("rule", "after", "after_seconds"), [("max", 4, 7), ("spatial", 3, 3)]
+)  # fmt: skip
+def test_a_video_in_frames_seconds_and_timestamps(
+    rule: str, after: int, after_seconds: int
+) -> None:
     # Qwen2-VL: a 3-frame 4 × 4 video (2 × 2 tokens a frame after the merge), then text.
     video = torch.tensor([[3, 4, 4]])
     types = torch.tensor([[0] + [2] * 12 + [0, 0]])
-    positions, deltas = multimodal_positions(types, video_grid_thw=video)
+    rules: dict[str, Any] = {"text_after_vision": rule}
+    positions, deltas = multimodal_positions(types, video_grid_thw=video, **rules)
     row = positions[:, 0]
-    assert row[0].tolist() == [0] + [1] * 4 + [2] * 4 + [3] * 4 + [3, 4]
-    assert row[1].tolist() == [0] + [1, 1, 2, 2] * 3 + [3, 4]
-    assert row[2].tolist() == [0] + [1, 2, 1, 2] * 3 + [3, 4]
-    assert deltas.tolist() == [[5 - 15]]
+    assert row[0].tolist() == [0] + [1] * 4 + [2] * 4 + [3] * 4 + [after, after + 1]
+    assert row[1].tolist() == [0] + [1, 1, 2, 2] * 3 + [after, after + 1]
+    assert row[2].tolist() == [0] + [1, 2, 1, 2] * 3 + [after, after + 1]
+    assert deltas.tolist() == [[after + 2 - 15]]
     # Qwen2.5-VL: frame i at floor(i × tokens_per_second × seconds per grid).
-    seconds, _ = multimodal_positions(
+    seconds, deltas = multimodal_positions(
         types, video_grid_thw=video, temporal="seconds", tokens_per_second=2,
-        second_per_grid_ts=torch.tensor([1.25]),
+        second_per_grid_ts=torch.tensor([1.25]), **rules,
     )  # fmt: skip
-    assert seconds[0, 0].tolist() == [0] + [1] * 4 + [3] * 4 + [6] * 4 + [3, 4]
+    assert seconds[0, 0].tolist() == [0] + [1] * 4 + [3] * 4 + [6] * 4 + [
+        after_seconds, after_seconds + 1
+    ]  # fmt: skip
+    # the largest position, 6 on t, counts for the delta under both rules
+    assert deltas.tolist() == [[max(after_seconds + 1, 6) + 1 - 15]]
     # In float32, as Hugging Face multiplies: frame 3 at 5/6 s and 2 tokens a second sits
     # at 3 · 2 · float32(5/6) = 4.99999988, rounded to 5 in float32 (4 in float64).
     four = torch.tensor([[0] + [2] * 16])
@@ -554,6 +623,152 @@ def test_a_video_in_frames_seconds_and_timestamps() -> None:
     )
     assert ids[0, 0].tolist() == [0, 1, 1, 1, 1, 3, 4, 4, 4, 4, 6]
     assert ids[2, 0].tolist() == [0, 1, 2, 1, 2, 3, 4, 5, 4, 5, 6]
+
+
+def test_the_qwen2_5_vl_docstring_example_resumes_text_at_101() -> None:
+    # Hugging Face's Qwen2.5-VL pull request (#35569), get_rope_index's docstring: 3
+    # temporal patches of 2 × 2 tokens, tokens_per_second 25, 2 frames a patch at 1 fps
+    # (2 s a patch): vision t ids 0, 50, 100, then text at 101, 102, ..., 105.
+    types = torch.tensor([[2] * 12 + [0] * 5])
+    positions, deltas = multimodal_positions(
+        types, video_grid_thw=torch.tensor([[3, 4, 4]]), temporal="seconds",
+        tokens_per_second=25, second_per_grid_ts=torch.tensor([2.0]),
+    )  # fmt: skip
+    assert positions[0, 0, :12].tolist() == [0] * 4 + [50] * 4 + [100] * 4
+    assert positions[:, 0, 12:].tolist() == [list(range(101, 106))] * 3
+    assert deltas.tolist() == [[106 - 17]]
+    spatial, _ = multimodal_positions(
+        types, video_grid_thw=torch.tensor([[3, 4, 4]]), temporal="seconds",
+        tokens_per_second=25, second_per_grid_ts=torch.tensor([2.0]),
+        text_after_vision="spatial",
+    )  # fmt: skip
+    assert spatial[0, 0, 12:].tolist() == list(range(2, 7))  # inside the video's t range
+
+
+def _qwen_rule(
+    rows: list[list[int]], grids: list[tuple[int, int, int]], steps: list[float]
+) -> list[list[list[int]]]:
+    """The Qwen team's rule, re-derived from its statement: each block (a text run, or
+    one grid) starts at 1 + the largest position of the block before it (0 first); a
+    grid's token (i, j, k) sits at start + (floor(i × step), j, k), step in float32.
+    """
+    queue = iter(zip(grids, steps, strict=True))
+    out = []
+    for row in rows:
+        axes: list[list[int]] = [[], [], []]
+        start, i = 0, 0
+        while i < len(row):
+            if row[i] == 0:
+                for a in axes:
+                    a.append(start)
+                start += 1
+                i += 1
+                continue
+            (t, h, w), step = next(queue)
+            h, w = h // 2, w // 2
+            top = start
+            for f in range(t):
+                tau = int(torch.tensor(f, dtype=torch.float32) * torch.tensor(step))
+                for j in range(h):
+                    for k in range(w):
+                        for a, v in zip(axes, (tau, j, k), strict=True):
+                            a.append(start + v)
+                        top = max(top, start + tau, start + j, start + k)
+            start = top + 1
+            i += t * h * w
+        out.append(axes)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("rows", "grids", "seconds"),
+    [
+        # Qwen2-VL: t > max(h, w) / m (8 frames of 2 × 2), t < (2 frames of 4 × 3)
+        ([[0, 0] + [2] * 32 + [0] * 3], [(8, 4, 4)], None),
+        ([[0] + [2] * 24 + [0] * 2], [(2, 8, 6)], None),
+        # several blocks: an image, a video, an image; text between and after
+        ([[0] + [1] * 6 + [0] + [2] * 20 + [0] * 2 + [1] * 4 + [0]],
+         [(1, 4, 6), (5, 4, 4), (1, 4, 4)], None),
+        # Qwen2.5-VL: fps 2.4 with 2 frames a patch (5/6 s a patch), 48 patches; 1.25 s;
+        # 0.5 s (1 t position a patch)
+        ([[0] + [2] * 48 * 4 + [0] * 2], [(48, 4, 4)], [5 / 6]),
+        ([[0] * 3 + [2] * 12 + [0] + [2] * 8 + [0]], [(3, 4, 4), (2, 4, 4)], [1.25, 0.5]),
+    ],
+    ids=["t-above-hw", "t-below-hw", "several-blocks", "fps-2.4-48", "two-videos-seconds"],
+)  # fmt: skip
+def test_text_after_vision_max_is_the_qwen_rule(
+    rows: list[list[int]], grids: list[tuple[int, int, int]], seconds: list[float] | None
+) -> None:
+    # The rule as the Qwen team states it (transformers #35569's docstring: "the text
+    # start position_ids as the max vision position_ids plus 1") and vLLM computes it
+    # (vllm/model_executor/layers/rotary_embedding.py, MRotaryEmbedding.
+    # _vl_get_input_positions_tensor: st_idx = llm_pos_ids_list[-1].max() + 1).
+    images = [g for g, row_kind in zip(grids, _kinds(rows), strict=True) if row_kind == 1]
+    videos = [g for g, row_kind in zip(grids, _kinds(rows), strict=True) if row_kind == 2]
+    video_steps = iter([2 * s for s in seconds] if seconds else [1.0] * len(videos))
+    steps = [1.0 if kind == 1 else next(video_steps) for kind in _kinds(rows)]
+    kwargs: dict[str, Any] = {}
+    if seconds is not None:
+        kwargs = {"temporal": "seconds", "tokens_per_second": 2,
+                  "second_per_grid_ts": torch.tensor(seconds)}  # fmt: skip
+    types = torch.tensor(rows)
+    positions, deltas = multimodal_positions(
+        types, image_grid_thw=torch.tensor(images) if images else None,
+        video_grid_thw=torch.tensor(videos) if videos else None, **kwargs,
+    )  # fmt: skip
+    expected = torch.tensor(_qwen_rule(rows, grids, steps)).transpose(0, 1)
+    assert torch.equal(positions, expected)
+    assert deltas.tolist() == [
+        [int(expected[:, b].max()) + 1 - len(r)] for b, r in enumerate(rows)
+    ]
+    spatial, _ = multimodal_positions(
+        types, image_grid_thw=torch.tensor(images) if images else None,
+        video_grid_thw=torch.tensor(videos) if videos else None,
+        text_after_vision="spatial", **kwargs,
+    )  # fmt: skip
+    # the two rules differ exactly where a video's last frame reaches max(h, w) / m
+    reaches = any(
+        int(torch.tensor(t - 1, dtype=torch.float32) * torch.tensor(step)) >= max(h, w) // 2
+        for (t, h, w), step in zip(grids, steps, strict=True)
+    )
+    assert torch.equal(spatial, positions) != reaches
+
+
+def _kinds(rows: list[list[int]]) -> list[int]:
+    """The kind (1 image, 2 video) of each vision run, in order (one grid a run here)."""
+    kinds = []
+    for row in rows:
+        for i, kind in enumerate(row):
+            if kind and (i == 0 or row[i - 1] != kind):
+                kinds.append(kind)
+    return kinds
+
+
+def test_decoding_a_video_with_the_deltas_equals_the_whole_sequence_under_max() -> None:
+    # Left-padded prompts ending in text after a video; the next tokens' positions from
+    # the deltas equal the positions of the whole sequence under "max". Under "spatial"
+    # they do not for the row whose video reaches past max(h, w) / m on t: the delta
+    # (largest position + 1 - length, as transformers computes it) continues past the
+    # video's last frame, the whole sequence past the text that overlaps it.
+    prompt = [[0] + [2] * 24 + [0], [0, 0, 0] + [2] * 8 + [0]]
+    grids = torch.tensor([[6, 4, 4], [2, 4, 4]])  # t 6 > 2 = max(h, w) / m; t 2 = 2
+    width, new = 29, 3
+    types = torch.zeros(2, width + new, dtype=torch.long)
+    mask = torch.zeros(2, width + new, dtype=torch.long)
+    for b, row in enumerate(prompt):
+        types[b, width - len(row) : width] = torch.tensor(row)
+        mask[b, width - len(row) :] = 1
+    real = torch.tensor([len(r) for r in prompt]).view(2, 1)
+    gaps = {}
+    for rule in ("max", "spatial"):
+        rules: dict[str, Any] = {"text_after_vision": rule, "video_grid_thw": grids}
+        whole, _ = multimodal_positions(types, attention_mask=mask, **rules)
+        _, deltas = multimodal_positions(types[:, :width], attention_mask=mask[:, :width], **rules)
+        decoded = (real + torch.arange(new) + deltas).expand(3, -1, -1)
+        gaps[rule] = (decoded - whole[:, :, width:]).unique().tolist()
+    assert gaps["max"] == [0]
+    # row 0: the video's t ends at 1 + 5 = 6, its text sat at 1 + 2 = 3: 3 apart
+    assert gaps["spatial"] == [0, 3]
 
 
 def test_text_only_rows_are_arange_and_touching_images_take_a_grid_each() -> None:
@@ -581,6 +796,9 @@ def test_text_only_rows_are_arange_and_touching_images_take_a_grid_each() -> Non
          ValueError, "needs tokens_per_second"),
         ([[0, 0]], {"tokens_per_second": 2}, ValueError, "temporal='seconds'"),
         ([[0, 0]], {"temporal": "minutes"}, ValueError, "temporal must be one of"),
+        ([[0, 0]], {"text_after_vision": "min"}, ValueError,
+         r"text_after_vision must be one of \('max', 'spatial'\), got 'min'"),
+        ([[0, 0]], {"text_after_vision": None}, ValueError, "text_after_vision must be one of"),
         ([[0, 0]], {"attention_mask": [[1.0, 1.0]]}, TypeError, "attention_mask"),
         ([[0, 0]], {"attention_mask": [[1, 1, 1]]}, ValueError, "the shape of token_types"),
         ([[0, 0]], {"image_grid_thw": [4, 4]}, ValueError, r"shape \(N, 3\)"),

@@ -5,7 +5,9 @@ The (t, h, w) positions of a text, image, text stream
 Qwen2-VL's multimodal RoPE gives every token three positions. Text tokens
 carry the same position on all three axes; the tokens of an image sit on its
 grid, the rows on h and the columns on w, all at one t; the text after the
-image resumes :math:`\max(h, w)` past the image's start.
+image resumes :math:`\max(h, w)` past the image's start (one past its largest
+position, which for an image, a single frame, is the same; for a video, see
+example 18).
 :func:`posenc.multimodal_positions` computes them from the token types and
 the image's grid, as Hugging Face's ``get_rope_index`` does.
 

@@ -10,7 +10,13 @@ from .attention import (
 from .bias import KERPLE, ALiBi, RelativePositionBias, alibi_slopes, relative_position_bucket
 from .embedding import Embeddings, TokenAndPositionEmbedding
 from .grid import GRID_CONVENTIONS, GridConvention, sincos_2d
-from .multimodal import TEMPORAL_RULES, TemporalRule, multimodal_positions
+from .multimodal import (
+    TEMPORAL_RULES,
+    TEXT_AFTER_VISION_RULES,
+    TemporalRule,
+    TextAfterVision,
+    multimodal_positions,
+)
 from .positional import LearnedPositionalEmbedding, PositionalEncoding
 from .positions import (
     SHARD_LAYOUTS,
@@ -43,6 +49,7 @@ __all__ = [
     "ROTARY_LAYOUTS",
     "SHARD_LAYOUTS",
     "TEMPORAL_RULES",
+    "TEXT_AFTER_VISION_RULES",
     "ALiBi",
     "Embeddings",
     "GridConvention",
@@ -56,6 +63,7 @@ __all__ = [
     "RotaryLayout",
     "ShardLayout",
     "TemporalRule",
+    "TextAfterVision",
     "TokenAndPositionEmbedding",
     "__version__",
     "alibi_slopes",

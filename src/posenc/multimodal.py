@@ -4,7 +4,9 @@ Qwen2-VL's multimodal RoPE (M-RoPE) gives each token three positions. A text tok
 sits at the same position on all three axes, one past the token before it; the
 ``t × h × w`` patches of an image or a video (after the vision tower merges
 ``spatial_merge_size²`` patches into one token) sit on a grid that starts where the
-text stopped, and the text after it starts ``max(h, w)`` further on.
+text stopped, and the text after it resumes one past the largest position the grid
+took on any axis (the models' rule; ``text_after_vision="spatial"`` gives
+transformers ≥ 5.3's ``max(h, w)`` further on instead).
 :func:`multimodal_positions` computes them from what Hugging Face's
 ``get_rope_index`` takes, with the same result, and returns the delta each sequence
 continues from when decoding: the next token of a row, the ``n``-th real one, sits at
@@ -34,11 +36,21 @@ from torch import Tensor
 from . import _checks, _runtime
 from .positions import POSITION_MAX, check_domain
 
-__all__ = ["TEMPORAL_RULES", "TemporalRule", "multimodal_positions"]
+__all__ = [
+    "TEMPORAL_RULES",
+    "TEXT_AFTER_VISION_RULES",
+    "TemporalRule",
+    "TextAfterVision",
+    "multimodal_positions",
+]
 
 TemporalRule = Literal["frames", "seconds", "timestamps"]
 #: How a video's frames are placed on the t axis: ``("frames", "seconds", "timestamps")``.
 TEMPORAL_RULES: tuple[TemporalRule, ...] = ("frames", "seconds", "timestamps")
+
+TextAfterVision = Literal["max", "spatial"]
+#: Where the text after an image or a video resumes: ``("max", "spatial")``.
+TEXT_AFTER_VISION_RULES: tuple[TextAfterVision, ...] = ("max", "spatial")
 
 _TEXT, _IMAGE, _VIDEO = 0, 1, 2
 _KIND = {_IMAGE: "image", _VIDEO: "video"}
@@ -115,11 +127,14 @@ def _vision(
     merge: int,
     interval: Tensor | float,
     device: torch.device,
+    after: TextAfterVision,
 ) -> tuple[Tensor, int]:
     """The (3, t·h·w / merge²) positions of one grid starting at ``start``, and the next start.
 
     A frame's t position is ``int(i × interval)``: truncated, in the dtype of
     ``interval`` (Hugging Face's arithmetic, the one the models were trained with).
+    The next start is 1 + the grid's largest position on any axis (``after="max"``)
+    or ``start + max(h, w)`` (``"spatial"``).
     """
     t, h, w = grid[0], grid[1] // merge, grid[2] // merge
     last = start + (t - 1) * float(interval)
@@ -141,7 +156,10 @@ def _vision(
             indexing="ij",
         )
     ).reshape(3, -1)
-    return ids + start, start + max(h, w)
+    if after == "spatial":
+        return ids + start, start + max(h, w)
+    # t·h·w >= 1 token: the largest of the last frame's t, h - 1 and w - 1
+    return ids + start, start + 1 + max(int(frames[-1]), h - 1, w - 1)
 
 
 def multimodal_positions(
@@ -154,6 +172,7 @@ def multimodal_positions(
     temporal: TemporalRule = "frames",
     second_per_grid_ts: Tensor | list[float] | None = None,
     tokens_per_second: float | None = None,
+    text_after_vision: TextAfterVision = "max",
 ) -> tuple[Tensor, Tensor]:
     """The (t, h, w) positions of a text, image and video stream, and the decoding deltas.
 
@@ -164,8 +183,8 @@ def multimodal_positions(
     - each image or video (the next row of ``image_grid_thw`` or
       ``video_grid_thw``, in the order of the batch's rows) takes its
       ``t × (h/m) × (w/m)`` tokens, ``m`` = ``spatial_merge_size``, in row-major
-      order: ``p + τ(i)`` on t, ``p + j`` on h, ``p + k`` on w; then ``p`` moves on by
-      ``max(h/m, w/m)``.
+      order: ``p + τ(i)`` on t, ``p + j`` on h, ``p + k`` on w; then ``p`` moves on
+      as ``text_after_vision`` says.
 
     The frame term ``τ(i)`` is the model's rule, ``temporal``:
 
@@ -180,11 +199,33 @@ def multimodal_positions(
       between the timestamp text that separates frames: a video row ``(t, h, w)``
       stands for ``t`` images of ``(1, h, w)``.
 
-    This is Hugging Face's ``get_rope_index`` (transformers 5.x) for Qwen2-VL,
-    Qwen2.5-VL and Qwen3-VL. Two differences, each where Hugging Face raises or
-    misreads: runs of the same modality that touch (two images with no token
-    between) take one grid each here, and grids left over, or tokens without a
-    grid, are refused.
+    Where the text after an image or a video resumes, ``text_after_vision``:
+
+    - ``"max"`` (the default): at 1 + the largest position the grid took on any
+      axis, t included: ``p + 1 + max(τ(t - 1), h/m - 1, w/m - 1)``. This is the
+      Qwen team's rule, the one the models were trained with: transformers ≤ 5.2
+      and vLLM compute it, and the Qwen2.5-VL pull request to transformers
+      (#35569) states it in ``get_rope_index``'s docstring: vision t positions 0,
+      50, 100 are followed by text at 101;
+    - ``"spatial"``: at ``p + max(h/m, w/m)``, as transformers ≥ 5.3 computes it
+      (``max(grid_thw[1], grid_thw[2]) // spatial_merge_size``), for parity with
+      that runtime.
+
+    The two agree for images (``t = 1``) and for Qwen3-VL's one-frame grids; they
+    differ for a video whose last frame's ``τ`` reaches ``max(h/m, w/m)``, which in
+    Qwen2.5-VL is almost every video (``τ`` grows by seconds × tokens per second).
+    The deltas follow the rule.
+
+    With ``text_after_vision="spatial"``, this is Hugging Face's ``get_rope_index``
+    (transformers ≥ 5.3) for Qwen2-VL, Qwen2.5-VL and Qwen3-VL. Two differences,
+    each where Hugging Face raises or misreads: runs of the same modality that
+    touch (two images with no token between) take one grid each here, and grids
+    left over, or tokens without a grid, are refused.
+
+    With ``"spatial"``, a row whose video's last frame reaches past ``max(h/m,
+    w/m)`` on t does not decode as it prefills: its delta (the largest position
+    + 1, as transformers computes it) continues past the video's last frame, while
+    the text of the prompt resumed inside it.
 
     Pad slots get position 0 on every axis. The delta of a row is its largest
     position + 1 minus its number of real tokens: its ``n``-th real token (counting
@@ -206,6 +247,8 @@ def multimodal_positions(
         second_per_grid_ts: For ``"seconds"``: seconds between two frames of each
             video, one per video.
         tokens_per_second: For ``"seconds"``: the vision config's ``tokens_per_second``.
+        text_after_vision: ``"max"`` or ``"spatial"``: where the text after an image
+            or a video resumes (see above).
 
     Returns:
         ``(positions, deltas)``: ``int64`` ``(3, B, L)`` positions, axes first, for
@@ -215,7 +258,8 @@ def multimodal_positions(
         TypeError: a tensor has the wrong type (floating types or masks).
         ValueError: a shape does not match; a token type other than 0, 1, 2; the
             grids do not match the tokens; a rule's argument is missing or given
-            to another rule.
+            to another rule; ``temporal`` or ``text_after_vision`` is not one of
+            its rules.
 
     Shapes:
         - token_types, attention_mask: ``(B, L)``
@@ -240,11 +284,25 @@ def multimodal_positions(
                 [0, 0, 0, 1, 2, 3, 4]])
         >>> deltas.flatten().tolist()
         [-2, 0]
+
+        A video of 4 frames of 1 × 2 tokens: the text after it resumes past its last
+        frame (t = 4), or past its width (w = 2) with ``"spatial"``:
+
+        >>> types = torch.tensor([[0] + [2] * 8 + [0]])
+        >>> video = torch.tensor([[4, 2, 4]])
+        >>> positions, deltas = multimodal_positions(types, video_grid_thw=video)
+        >>> positions[:, 0, -1].tolist(), deltas.item()
+        ([5, 5, 5], -4)
+        >>> positions, deltas = multimodal_positions(
+        ...     types, video_grid_thw=video, text_after_vision="spatial")
+        >>> positions[:, 0, -1].tolist(), deltas.item()
+        ([3, 3, 3], -5)
     """
     types = _checks.integer_tensor("token_types", token_types, "a (B, L) integer tensor")
     if types.dim() != 2:
         raise ValueError(f"token_types must have shape (B, L), got {tuple(types.shape)}")
     temporal = _checks.choice("temporal", temporal, TEMPORAL_RULES)
+    after = _checks.choice("text_after_vision", text_after_vision, TEXT_AFTER_VISION_RULES)
     merge = _checks.positive_int("spatial_merge_size", spatial_merge_size)
     device = types.device
     batch, length = types.shape
@@ -307,7 +365,7 @@ def multimodal_positions(
                         )
                     grid, interval = item
                     used[kind] += 1
-                    ids, position = _vision(position, grid, merge, interval, device)
+                    ids, position = _vision(position, grid, merge, interval, device, after)
                     pieces.append(ids)
                     covered += ids.shape[1]
                 if covered != j - i:

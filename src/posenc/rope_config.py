@@ -202,13 +202,16 @@ class RopeConfig:
         ``sections[1]`` with h, then w (section ``i`` with axis ``i % 3``, as Hugging
         Face's ``split``). Interleaved (Qwen3-VL): pair ``k`` turns with h when
         ``k % 3 == 1`` and ``k < 3 · sections[1]``, with w when ``k % 3 == 2`` and
-        ``k < 3 · sections[2]``, else with t.
+        ``k < 3 · sections[2]``, else with t: interleaved sections that sum to fewer
+        pairs than the rotated ones leave the pairs after them to t, as Hugging
+        Face's ``recomposition_frequencies`` does (chunked sections sum to the
+        rotated pairs: Hugging Face's ``split`` refuses others).
         """
         if self.sections is None:
             return None
         if not self.interleaved:
             return tuple(i % 3 for i, n in enumerate(self.sections) for _ in range(n))
-        pairs = sum(self.sections)
+        pairs = self.rotary_dim // 2
         _, h, w = self.sections
         return tuple(
             1 if k % 3 == 1 and k < 3 * h else 2 if k % 3 == 2 and k < 3 * w else 0
@@ -693,7 +696,7 @@ def parse(scaling: object, head_dim: int, base: float) -> RopeConfig:
 def _multimodal(
     given: Mapping[str, Any], name: str, pairs: int
 ) -> tuple[tuple[int, ...] | None, bool]:
-    """``mrope_section`` (three counts of pairs summing to the rotated pairs) and the flag."""
+    """``mrope_section`` (three counts of the rotated pairs; fewer when interleaved), the flag."""
     interleaved = given.get("mrope_interleaved", False)
     if not isinstance(interleaved, bool):
         raise TypeError(
@@ -718,9 +721,21 @@ def _multimodal(
             f"{_checks._show(section)}"
         )
     counts = tuple(int(n) for n in section)
-    if len(counts) != 3 or min(counts) < 0 or sum(counts) != pairs:
+    if len(counts) != 3 or min(counts) < 0:
+        raise ValueError(
+            f"{where} must be three ints >= 0 (the rotated pairs of t, h and w), got "
+            f"{list(counts)}"
+        )
+    if interleaved and sum(counts) > pairs:
+        raise ValueError(
+            f"{where} with mrope_interleaved must be three ints >= 0 (the rotated pairs of "
+            f"t, h and w) summing to at most the rotated pairs, {pairs} (rotary dimension "
+            f"{2 * pairs} / 2; the pairs left over turn with t), got {list(counts)}"
+        )
+    if not interleaved and sum(counts) != pairs:
         raise ValueError(
             f"{where} must be three ints >= 0 (the rotated pairs of t, h and w) summing to "
             f"the rotated pairs, {pairs} (rotary dimension {2 * pairs} / 2), got {list(counts)}"
+            " (with mrope_interleaved, fewer: the pairs left over turn with t)"
         )
     return counts, interleaved

@@ -140,7 +140,8 @@ def rope_frequencies(
             ``scaling`` lacks a key its type needs, names an unknown
             ``rope_type``, has a ``rope_theta`` other than ``base``, or a value
             out of range (YaRN's ``beta_fast`` below ``beta_slow``, an
-            ``mrope_section`` that does not sum to the rotated pairs); the
+            ``mrope_section`` that does not sum to the rotated pairs, or sums to more
+            when interleaved); the
             rotated dimension is odd.
 
     Warns:

@@ -11,9 +11,14 @@ position; the position ids must agree exactly.
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -270,6 +275,60 @@ def test_qwen_vl_text_rotary(model: str, rope: dict[str, Any], peer_report: Repo
     assert rotation <= 2e-5
 
 
+def test_interleaved_sections_short_of_the_pairs_leave_the_rest_to_t(
+    peer_report: Report,
+) -> None:
+    # A head of 72 with [8, 12, 12] (timm's GenLIP): 32 of 36 pairs in sections. Hugging
+    # Face's interleaved recomposition_frequencies leaves the 4 left over with t.
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb
+    from transformers.models.qwen3_vl.configuration_qwen3_vl import Qwen3VLTextConfig
+    from transformers.models.qwen3_vl.modeling_qwen3_vl import Qwen3VLTextRotaryEmbedding
+
+    rope = {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [8, 12, 12],
+            "mrope_interleaved": True}  # fmt: skip
+    peer = Qwen3VLTextRotaryEmbedding(
+        Qwen3VLTextConfig(**{**TEXT, "rope_parameters": rope, "head_dim": 72})
+    )
+    ours = RotaryEmbedding(72, base=1_000_000.0, scaling=rope)
+    positions = torch.randint(0, 40, (3, 2, 30))  # each axis its own: the owner shows
+    x = torch.randn(2, 2, 30, 72)
+    cos, sin = peer(x, positions)
+    ours_cos, ours_sin = ours.cos_sin(30, positions=positions, batch=2)
+    table = max(_max(ours_cos, cos[..., :36]), _max(ours_sin, sin[..., :36]))
+    theirs, _ = apply_rotary_pos_emb(x, x, cos, sin)
+    rotation = _max(ours(x, positions=positions), theirs)
+    # which axis turns each pair in the peer: move one axis, see which pairs change
+    owner = torch.full((36,), -1)
+    for axis in range(3):
+        moved = positions.clone()
+        moved[axis] += 1000
+        owner[(peer(x, moved)[1] != sin)[..., :36].flatten(0, -2).any(0)] = axis
+    peer_report(
+        f"{type(peer).__name__}, head 72 with sections [8, 12, 12]: tables {table:.2e}, "
+        f"rotation {rotation:.2e}"
+    )
+    assert table <= 4e-6
+    assert rotation <= 2e-5
+    assert owner.tolist() == list(ours._config.pair_axes() or ())
+    # h and w keep their 12 each, t takes the other 12: its 8 and the 4 left over
+    assert torch.bincount(owner).tolist() == [12, 12, 12]
+
+
+def test_chunked_sections_short_of_the_pairs_are_refused_by_both() -> None:
+    # Hugging Face's chunked recomposition splits the pairs by the sections, and torch's
+    # split refuses sizes that do not sum to them; posenc refuses the config by name.
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import Qwen2VLRotaryEmbedding
+
+    rope = {"rope_type": "default", "rope_theta": 1_000_000.0, "mrope_section": [8, 12, 12]}
+    peer = Qwen2VLRotaryEmbedding(qwen2_vl(rope).text_config.__class__(
+        **{**TEXT, "hidden_size": 144, "rope_parameters": rope}
+    ))  # fmt: skip
+    with pytest.raises(RuntimeError, match="split_with_sizes expects split_sizes to sum"):
+        peer(torch.randn(1, 2, 5, 72), torch.zeros(3, 1, 5, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"mrope_section.*summing to the rotated pairs, 36"):
+        RotaryEmbedding(72, base=1_000_000.0, scaling=rope)
+
+
 def test_qwen2_vl_vision_rotary_is_axial(peer_report: Report) -> None:
     from transformers.models.qwen2_vl.modeling_qwen2_vl import (
         Qwen2VLVisionRotaryEmbedding,
@@ -364,6 +423,17 @@ CASES: dict[str, dict[str, Any]] = {
         "videos": [[3, 4, 8], [2, 4, 4]],
         "left": False,
     },
+    # t > max(h, w) / m: 8 frames of 2 × 2 tokens (the two rules differ from here on)
+    "a long video": {"rows": [_row((T, 2), (V, 32), (T, 3))], "videos": [[8, 4, 4]]},
+    "a video last, an image first": {
+        "rows": [_row((T, 1), (I, 4), (T, 2), (V, 32)), _row((T, 2), (I, 6), (T, 3))],
+        "images": [[1, 4, 4], [1, 4, 6]],
+        "videos": [[8, 4, 4]],
+    },
+    "left-padded batch of long videos": {
+        "rows": [_row((T, 3), (V, 12), (T, 2), (V, 12), (T, 1)), _row((T, 2), (V, 20), (T, 4))],
+        "videos": [[6, 4, 2], [3, 4, 4], [5, 4, 4]],
+    },
 }
 
 
@@ -403,7 +473,7 @@ def test_get_rope_index(kind: str, case: str, peer_report: Report) -> None:
     peer_kwargs: dict[str, Any] = {}
     ours_kwargs: dict[str, Any] = {}
     if kind == "qwen2_5_vl" and videos is not None:
-        seconds = torch.tensor([0.5, 1.5][: len(videos)])  # 1 and 3 t positions a frame
+        seconds = torch.tensor([0.5, 1.5, 1.25][: len(videos)])  # 1, 3, 2.5 t a frame
         peer_kwargs["second_per_grid_ts"] = seconds
         ours_kwargs = {"temporal": "seconds", "tokens_per_second": 2,
                        "second_per_grid_ts": seconds}  # fmt: skip
@@ -418,7 +488,7 @@ def test_get_rope_index(kind: str, case: str, peer_report: Report) -> None:
     )  # fmt: skip
     ours, deltas = multimodal_positions(
         types, image_grid_thw=images, video_grid_thw=videos, attention_mask=mask,
-        spatial_merge_size=2, **ours_kwargs,
+        spatial_merge_size=2, text_after_vision="spatial", **ours_kwargs,
     )  # fmt: skip
     real = mask.bool().expand(3, -1, -1)
     difference = int((ours - theirs).abs()[real].max())
@@ -428,6 +498,104 @@ def test_get_rope_index(kind: str, case: str, peer_report: Report) -> None:
     )
     assert torch.equal(ours[real], theirs[real])
     assert torch.equal(deltas, their_deltas)
+
+
+# -- transformers 5.2's get_rope_index: text_after_vision="max" -----------------------------
+
+LEGACY = Path(__file__).with_name("transformers_5_2_rope_index.py")
+LEGACY_KINDS = ("qwen2_vl", "qwen2_5_vl")
+# transformers 5.2's Qwen2.5-VL casts second_per_grid_ts to int64 before the product
+# (`torch.as_tensor(second_per_grid_t, dtype=range_tensor.dtype)`: 0.5 s -> 0), a bug
+# of that release alone (5.24 and vLLM multiply the float): whole seconds here, the
+# fractions against the rule in tests/test_axes.py and against 5.24 above.
+LEGACY_SECONDS = [1.0, 2.0, 3.0]
+
+
+def _input_ids(types: Tensor, mask: Tensor) -> Tensor:
+    """Token ids for 5.2's get_rope_index, which reads them: a vision start before each run."""
+    ids = torch.where(types == I, 5, torch.where(types == V, 6, 1)) * mask
+    starts = (types != T) & (torch.nn.functional.pad(types, (1, 0))[:, :-1] != types)
+    before = torch.nn.functional.pad(starts, (0, 1))[:, 1:]
+    assert bool((types[before] == T).all()), "each vision run follows a text token"
+    return torch.where(before, 4, ids)
+
+
+def _legacy_case(kind: str, case: str) -> dict[str, Any]:
+    spec = CASES[case]
+    types, mask = _batch(spec["rows"], spec.get("left", True))
+    videos = spec.get("videos")
+    seconds = LEGACY_SECONDS[: len(videos)] if kind == "qwen2_5_vl" and videos else None
+    return {
+        "kind": kind, "types": types, "mask": mask, "images": spec.get("images"),
+        "videos": videos, "seconds": seconds,
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def legacy_rope_index() -> dict[tuple[str, str], dict[str, Any]]:
+    """transformers 5.2's get_rope_index on every case, run once in a subprocess."""
+    where = os.environ.get("POSENC_TRANSFORMERS_5_2", "")
+    if not (Path(where) / "transformers" / "__init__.py").is_file():
+        pytest.fail(
+            "POSENC_TRANSFORMERS_5_2 must name the directory transformers 5.2 is installed "
+            f"in (`nox -s peers` installs it and sets it), got {where!r}"
+        )
+    keys = [(kind, case) for kind in LEGACY_KINDS for case in CASES]
+    cases = []
+    for kind, case in keys:
+        spec = _legacy_case(kind, case)
+        cases.append({
+            "kind": kind, "input_ids": _input_ids(spec["types"], spec["mask"]).tolist(),
+            "attention_mask": spec["mask"].tolist(), "images": spec["images"],
+            "videos": spec["videos"], "seconds": spec["seconds"],
+        })  # fmt: skip
+    run = subprocess.run(
+        [sys.executable, str(LEGACY), where], input=json.dumps(cases), capture_output=True,
+        text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr[-4000:]
+    return dict(zip(keys, json.loads(run.stdout), strict=True))
+
+
+@pytest.mark.parametrize("kind", LEGACY_KINDS)
+@pytest.mark.parametrize("case", list(CASES))
+def test_text_after_vision_max_is_transformers_5_2s_get_rope_index(
+    kind: str, case: str, legacy_rope_index: dict[tuple[str, str], Any], peer_report: Report
+) -> None:
+    spec = _legacy_case(kind, case)
+    theirs_all = legacy_rope_index[kind, case]
+    assert theirs_all["version"] == "5.2.0"
+    theirs = torch.tensor(theirs_all["positions"])
+    kwargs: dict[str, Any] = {"temporal": "frames"}
+    if kind == "qwen2_5_vl":
+        kwargs = {"temporal": "seconds", "tokens_per_second": 2}
+        if spec["seconds"] is not None:
+            kwargs["second_per_grid_ts"] = torch.tensor(spec["seconds"])
+    grids = {
+        "image_grid_thw": None if spec["images"] is None else torch.tensor(spec["images"]),
+        "video_grid_thw": None if spec["videos"] is None else torch.tensor(spec["videos"]),
+    }
+    types, mask = spec["types"], spec["mask"]
+    ours, deltas = multimodal_positions(types, attention_mask=mask, **grids, **kwargs)
+    spatial, _ = multimodal_positions(
+        types, attention_mask=mask, text_after_vision="spatial", **grids, **kwargs
+    )
+    real = mask.bool().expand(3, -1, -1)
+    rules_differ = not torch.equal(ours[real], spatial[real])
+    # 5.2's delta is the largest position + 1 minus the padded length (clamped at 0 for
+    # Qwen2-VL); posenc's, minus the real length: the same once that is accounted for.
+    shifted = deltas.flatten() + mask.sum(-1) - mask.shape[-1]
+    if kind == "qwen2_vl":
+        shifted = shifted.clamp(min=0)
+    peer_report(
+        f"transformers 5.2 {kind} get_rope_index, {case}: largest difference "
+        f"{int((ours - theirs).abs()[real].max())}; 'spatial' would differ by "
+        f"{int((spatial - theirs).abs()[real].max())} (deltas {deltas.flatten().tolist()})"
+    )
+    assert torch.equal(ours[real], theirs[real])
+    assert shifted.tolist() == theirs_all["deltas"]
+    if case in ("a long video", "left-padded batch of long videos"):
+        assert rules_differ  # the peer tells the two rules apart on these cases
 
 
 def test_qwen2_5_vl_seconds_are_float32_products(peer_report: Report) -> None:
@@ -446,7 +614,7 @@ def test_qwen2_5_vl_seconds_are_float32_products(peer_report: Report) -> None:
         )  # fmt: skip
         ours, _ = multimodal_positions(
             types, video_grid_thw=videos, temporal="seconds", tokens_per_second=2,
-            second_per_grid_ts=seconds,
+            second_per_grid_ts=seconds, text_after_vision="spatial",
         )  # fmt: skip
         t = ours[0, 0, 1 : 1 + 4 * frames : 4] - 1
         wide = [math.floor(i * 2 * float(seconds[0])) for i in range(frames)]

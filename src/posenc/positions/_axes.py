@@ -136,8 +136,8 @@ def resolve_axes(
 
     Raises:
         TypeError: as :func:`resolve`.
-        ValueError: as :func:`resolve`; a 2-D tensor is ambiguous, or a shape
-            fits neither form.
+        ValueError: as :func:`resolve`; a 2-D tensor is ambiguous, a shape
+            fits neither form, or the axes come last (diffusers' ``(L, A)``).
 
     Example:
         >>> import torch
@@ -157,6 +157,18 @@ def resolve_axes(
             batch=batch,
             device=device,
             fractional=fractional,
+        )
+    shape = tuple(positions.shape)
+    # every form ends in L: (L, A) or (B, L, A) is diffusers' order, axes last (tested
+    # from the last size, which under torch.export is L itself: no guard on L's value)
+    if shape[-1] != length and shape[-1] == axes and shape[-2] == length:
+        turned, fix = (
+            ("(A, L)", "ids.T") if len(shape) == 2 else ("(A, B, L)", "ids.permute(2, 0, 1)")
+        )
+        raise ValueError(
+            f"positions on axes come axes first, {turned}; got shape {shape}, which is "
+            f"({'B, ' if len(shape) == 3 else ''}L, A) with L={length} and A={axes}, "
+            f"diffusers' order: pass {fix}"
         )
     rows = positions.shape[0]
     if positions.dim() == 2:
