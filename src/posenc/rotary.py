@@ -104,6 +104,7 @@ def rope_frequencies(
       :math:`L_0` / ``high_freq_factor`` keep :math:`\omega_k`, those longer than
       :math:`L_0` / ``low_freq_factor`` get :math:`\omega_k / s`, and the band
       between is blended by :math:`\gamma = (L_0/\lambda_k - low)/(high - low)`.
+      Equal factors (Llama 4) leave no band: the wavelength on the boundary is kept.
     - ``"longrope"`` (Ding et al., 2024): :math:`\omega_k / f_k`, with
       :math:`f` = ``long_factor`` when ``seq_len`` exceeds :math:`L_0`, else
       ``short_factor``. The attention factor is ``attention_factor``, or
