@@ -56,10 +56,43 @@ LEARNERS_PATH = (
     "auto_examples/practice/plot_07_precision",
     "auto_examples/practice/plot_08_layouts",
     "auto_examples/practice/plot_09_decoding_with_offsets",
+    # The second path: the schemes after the sinusoid, and what a model learns with each.
+    "auto_examples/rotary/index",
+    "auto_examples/schemes/index",
+    "guide/rotary",
+    "guide/bias",
+    "guide/learned",
+    "guide/grid",
+    "guide/timesteps",
+    "guide/trained",
+    "auto_examples/rotary/plot_11_rotary_scores",
+    "auto_examples/rotary/plot_12_rotary_precision",
+    "auto_examples/rotary/plot_13_rotary_scalings",
+    "auto_examples/schemes/plot_19_trained_comparison",
+    "auto_examples/schemes/plot_20_alibi_bias",
+    "auto_examples/schemes/plot_21_t5_buckets",
+    "auto_examples/schemes/plot_22_learned_vs_sinusoid",
+    "auto_examples/schemes/plot_23_grid_similarity",
+    "auto_examples/schemes/plot_24_timestep_heatmap",
 )
 # On the API page, the entries of these objects (their docstrings and their members').
 API_PAGE = "api"
-API_ENTRIES = ("Embeddings", "PositionalEncoding", "TokenAndPositionEmbedding", "sinusoidal_table")
+API_ENTRIES = (
+    "Embeddings",
+    "PositionalEncoding",
+    "TokenAndPositionEmbedding",
+    "sinusoidal_table",
+    "RotaryEmbedding",
+    "apply_rotary",
+    "rope_frequencies",
+    "ALiBi",
+    "alibi_slopes",
+    "RelativePositionBias",
+    "relative_position_bucket",
+    "LearnedPositionalEmbedding",
+    "sincos_2d",
+    "timestep_embedding",
+)
 
 # The notice at the top of a page that is not translated, in the reader's language.
 NOT_TRANSLATED = {
