@@ -299,6 +299,7 @@ THUMB_TITLE = re.compile(r'(<div class="sphx-glr-thumbnail-title">)([^<]*)(</div
 THUMB_TOOLTIP = re.compile(r'(<div class="sphx-glr-thumbcontainer" tooltip=")([^"]*)(")')
 ROLE = re.compile(r":[\w:.+-]+:`([^`]*)`")
 LINK = re.compile(r"`([^`<]+?)\s*<[^<>`]+>`__?")
+TARGET = re.compile(r"\s*<[^<>]+>$")  # a role's explicit target, ``:ref:`text <target>```
 
 
 def plain(text: str) -> str:
@@ -310,8 +311,16 @@ def plain(text: str) -> str:
     'ALiBi (Press et al., 2022) adds'
     >>> plain("``x`` and `Su et al. <https://arxiv.org/abs/2104.09864>`_, :math:`m`")
     'x and Su et al., m'
+
+    A formula keeps its comparisons; a role's target is dropped:
+
+    >>> plain(":math:`|p| < 2^{31}` and :ref:`the guide <guide-rotary>`")
+    '|p| < 2^{31} and the guide'
     """
-    text = ROLE.sub(lambda m: m.group(1).split(" <")[0], text)
+    text = ROLE.sub(
+        lambda m: m.group(1) if m.group(0).startswith(":math:") else TARGET.sub("", m.group(1)),
+        text,
+    )
     text = LINK.sub(r"\1", text)
     text = text.replace("\\ ", "").replace("``", "").replace("**", "").replace("`", "")
     text = re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*", r"\1", text)  # *emphasis*
