@@ -298,11 +298,30 @@ def _site_layout(app: Any) -> bool:
 THUMB_TITLE = re.compile(r'(<div class="sphx-glr-thumbnail-title">)([^<]*)(</div>)')
 THUMB_TOOLTIP = re.compile(r'(<div class="sphx-glr-thumbcontainer" tooltip=")([^"]*)(")')
 ROLE = re.compile(r":[\w:.+-]+:`([^`]*)`")
+LINK = re.compile(r"`([^`<]+?)\s*<[^<>`]+>`__?")
+TARGET = re.compile(r"\s*<[^<>]+>$")  # a role's explicit target, ``:ref:`text <target>```
 
 
 def plain(text: str) -> str:
-    """A message as sphinx-gallery writes it in a thumbnail: no markup, one line."""
-    text = ROLE.sub(lambda m: m.group(1).split(" <")[0], text)
+    """A message as sphinx-gallery writes it in a thumbnail: no markup, one line.
+
+    A link keeps its text, as in the tooltip sphinx-gallery writes:
+
+    >>> plain("ALiBi (`Press et al., 2022 <https://arxiv.org/abs/2108.12409>`__) adds")
+    'ALiBi (Press et al., 2022) adds'
+    >>> plain("``x`` and `Su et al. <https://arxiv.org/abs/2104.09864>`_, :math:`m`")
+    'x and Su et al., m'
+
+    A formula keeps its comparisons; a role's target is dropped:
+
+    >>> plain(":math:`|p| < 2^{31}` and :ref:`the guide <guide-rotary>`")
+    '|p| < 2^{31} and the guide'
+    """
+    text = ROLE.sub(
+        lambda m: m.group(1) if m.group(0).startswith(":math:") else TARGET.sub("", m.group(1)),
+        text,
+    )
+    text = LINK.sub(r"\1", text)
     text = text.replace("\\ ", "").replace("``", "").replace("**", "").replace("`", "")
     text = re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*", r"\1", text)  # *emphasis*
     return " ".join(text.split())
