@@ -56,10 +56,43 @@ LEARNERS_PATH = (
     "auto_examples/practice/plot_07_precision",
     "auto_examples/practice/plot_08_layouts",
     "auto_examples/practice/plot_09_decoding_with_offsets",
+    # The second path: the schemes after the sinusoid, and what a model learns with each.
+    "auto_examples/rotary/index",
+    "auto_examples/schemes/index",
+    "guide/rotary",
+    "guide/bias",
+    "guide/learned",
+    "guide/grid",
+    "guide/timesteps",
+    "guide/trained",
+    "auto_examples/rotary/plot_11_rotary_scores",
+    "auto_examples/rotary/plot_12_rotary_precision",
+    "auto_examples/rotary/plot_13_rotary_scalings",
+    "auto_examples/schemes/plot_19_trained_comparison",
+    "auto_examples/schemes/plot_20_alibi_bias",
+    "auto_examples/schemes/plot_21_t5_buckets",
+    "auto_examples/schemes/plot_22_learned_vs_sinusoid",
+    "auto_examples/schemes/plot_23_grid_similarity",
+    "auto_examples/schemes/plot_24_timestep_heatmap",
 )
 # On the API page, the entries of these objects (their docstrings and their members').
 API_PAGE = "api"
-API_ENTRIES = ("Embeddings", "PositionalEncoding", "TokenAndPositionEmbedding", "sinusoidal_table")
+API_ENTRIES = (
+    "Embeddings",
+    "PositionalEncoding",
+    "TokenAndPositionEmbedding",
+    "sinusoidal_table",
+    "RotaryEmbedding",
+    "apply_rotary",
+    "rope_frequencies",
+    "ALiBi",
+    "alibi_slopes",
+    "RelativePositionBias",
+    "relative_position_bucket",
+    "LearnedPositionalEmbedding",
+    "sincos_2d",
+    "timestep_embedding",
+)
 
 # The notice at the top of a page that is not translated, in the reader's language.
 NOT_TRANSLATED = {
@@ -265,11 +298,30 @@ def _site_layout(app: Any) -> bool:
 THUMB_TITLE = re.compile(r'(<div class="sphx-glr-thumbnail-title">)([^<]*)(</div>)')
 THUMB_TOOLTIP = re.compile(r'(<div class="sphx-glr-thumbcontainer" tooltip=")([^"]*)(")')
 ROLE = re.compile(r":[\w:.+-]+:`([^`]*)`")
+LINK = re.compile(r"`([^`<]+?)\s*<[^<>`]+>`__?")
+TARGET = re.compile(r"\s*<[^<>]+>$")  # a role's explicit target, ``:ref:`text <target>```
 
 
 def plain(text: str) -> str:
-    """A message as sphinx-gallery writes it in a thumbnail: no markup, one line."""
-    text = ROLE.sub(lambda m: m.group(1).split(" <")[0], text)
+    """A message as sphinx-gallery writes it in a thumbnail: no markup, one line.
+
+    A link keeps its text, as in the tooltip sphinx-gallery writes:
+
+    >>> plain("ALiBi (`Press et al., 2022 <https://arxiv.org/abs/2108.12409>`__) adds")
+    'ALiBi (Press et al., 2022) adds'
+    >>> plain("``x`` and `Su et al. <https://arxiv.org/abs/2104.09864>`_, :math:`m`")
+    'x and Su et al., m'
+
+    A formula keeps its comparisons; a role's target is dropped:
+
+    >>> plain(":math:`|p| < 2^{31}` and :ref:`the guide <guide-rotary>`")
+    '|p| < 2^{31} and the guide'
+    """
+    text = ROLE.sub(
+        lambda m: m.group(1) if m.group(0).startswith(":math:") else TARGET.sub("", m.group(1)),
+        text,
+    )
+    text = LINK.sub(r"\1", text)
     text = text.replace("\\ ", "").replace("``", "").replace("**", "").replace("`", "")
     text = re.sub(r"(?<![\w*])\*([^*\s][^*]*)\*", r"\1", text)  # *emphasis*
     return " ".join(text.split())

@@ -117,20 +117,42 @@ def check(results: dict[str, Any], claim: str) -> None:
         raise ExtensionError(f"train-check: the saved run contradicts {claim!r}: {found}")
 
 
-def table(results: dict[str, Any], schemes: list[str], past: bool) -> nodes.table:
+Where = tuple[str, int]  # the page (source file) and line a directive stands on
+
+
+def words(node: nodes.TextElement, where: Where) -> nodes.TextElement:
+    """``node``'s text made a message of its page: translated in Korean and Japanese.
+
+    Sphinx translates a text node only when it knows the node's source; a number or a
+    range is left as it is.
+    """
+    node.rawsource = node.astext()
+    node.source, node.line = where
+    return node
+
+
+def text_cell(text: str, where: Where) -> nodes.entry:
+    entry = nodes.entry()
+    entry += words(nodes.paragraph(text, text), where)
+    return entry
+
+
+def table(results: dict[str, Any], schemes: list[str], past: bool, where: Where) -> nodes.table:
     l_train = results["training"]["L_train"]
     multiples = MULTIPLES[1:] if past else MULTIPLES
-    heads = ["scheme", "seeds"] + [f"{m}× ({int(m) * l_train})" for m in multiples]
+    heads = [f"{m}× ({int(m) * l_train})" for m in multiples]
     out = nodes.table(classes=["bench-table"])
     what = "past L_train only" if past else "all tokens"
     title = f"Validation loss, nats per byte, {what}: the seeds' mean and range"
-    out += nodes.title(title, title)
+    out += words(nodes.title(title, title), where)
     group = nodes.tgroup(cols=len(heads))
     out += group
     for width in [34, 6] + [12] * len(multiples):
         group += nodes.colspec(colwidth=width)
     thead = nodes.thead()
     row = nodes.row()
+    row += text_cell("scheme", where)
+    row += text_cell("seeds", where)
     for head in heads:
         row += cell(head)
     thead += row
@@ -138,13 +160,15 @@ def table(results: dict[str, Any], schemes: list[str], past: bool) -> nodes.tabl
     body = nodes.tbody()
     for scheme in schemes:
         row = nodes.row()
-        row += cell(results["labels"][scheme])
+        row += text_cell(results["labels"][scheme], where)
         row += cell(str(len(seeds_of(results, scheme))))
         for m in multiples:
             key = "loss_past" if past else "loss"
             values = losses(results, scheme, m, key)
             if all(value is None for value in values):
-                row += cell("n/a", "refused")
+                refused = text_cell("n/a", where)
+                refused += words(nodes.paragraph("refused", "refused"), where)
+                row += refused
                 continue
             found = _finite(values, f"{scheme} at {m}x")
             row += cell(f"{statistics.fmean(found):.3f}", f"{min(found):.3f}–{max(found):.3f}")
@@ -184,7 +208,7 @@ class TrainStatus(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         text = status(_load(self.env))
         note = nodes.note()
-        note += nodes.paragraph(text, text)
+        note += words(nodes.paragraph(text, text), self.get_source_info())
         return [note]
 
 
@@ -195,7 +219,7 @@ class TrainTable(SphinxDirective):
         results = _load(self.env)
         chosen = self.options.get("schemes")
         schemes = chosen.split() if chosen else list(results["labels"])
-        return [table(results, schemes, "past" in self.options)]
+        return [table(results, schemes, "past" in self.options, self.get_source_info())]
 
 
 class TrainCheck(SphinxDirective):

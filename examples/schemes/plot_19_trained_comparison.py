@@ -6,8 +6,8 @@ Each scheme of posenc, in the same small byte-level language model, trained at
 L_train = 64 bytes and evaluated on the same held-out bytes in chunks of 64,
 128, 256 and 512 (as `Press et al. <https://arxiv.org/abs/2108.12409>`__, 2022,
 evaluate). This script draws the saved run of ``nox -s train``
-(``benchmarks/results/train-cpu.json``): training takes half an hour on two
-cores, drawing a second.
+(``benchmarks/results/train-cpu.json``): training takes more than an hour on
+two cores (the file records how long), drawing a second.
 
 Explained in :ref:`guide-trained`.
 """
