@@ -812,6 +812,29 @@ def test_multimodal_positions_refuse_what_does_not_match(
         multimodal_positions(torch.tensor(types), **args)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "name", ["token_types", "image_grid_thw", "attention_mask", "second_per_grid_ts"]
+)
+def test_multimodal_positions_refuse_meta_tensors_by_name(name: str) -> None:
+    types = torch.tensor([[0, 1, 1, 1, 1, 0]])
+    args: dict[str, object] = {
+        "token_types": types,
+        "image_grid_thw": torch.tensor([[1, 4, 4]]),
+        "attention_mask": torch.ones(1, 6, dtype=torch.bool),
+    }
+    if name == "second_per_grid_ts":  # a video in seconds
+        args = {
+            "token_types": torch.tensor([[0, 2, 2, 2, 2, 0]]),
+            "video_grid_thw": torch.tensor([[1, 4, 4]]),
+            "temporal": "seconds",
+            "tokens_per_second": 2,
+            "second_per_grid_ts": torch.tensor([1.0]),
+        }
+    args[name] = torch.as_tensor(args[name]).to("meta")
+    with pytest.raises(ValueError, match=f"{name} is on the meta device"):
+        multimodal_positions(**args)  # type: ignore[arg-type]
+
+
 def test_multimodal_positions_refuse_float_types() -> None:
     with pytest.raises(TypeError, match="token_types"):
         multimodal_positions(torch.zeros(1, 3))

@@ -259,7 +259,8 @@ def multimodal_positions(
         ValueError: a shape does not match; a token type other than 0, 1, 2; the
             grids do not match the tokens; a rule's argument is missing or given
             to another rule; ``temporal`` or ``text_after_vision`` is not one of
-            its rules.
+            its rules; a tensor is on the meta device (the positions are read from
+            its values).
 
     Shapes:
         - token_types, attention_mask: ``(B, L)``
@@ -298,6 +299,19 @@ def multimodal_positions(
         >>> positions[:, 0, -1].tolist(), deltas.item()
         ([3, 3, 3], -5)
     """
+    given = {
+        "token_types": token_types,
+        "image_grid_thw": image_grid_thw,
+        "video_grid_thw": video_grid_thw,
+        "attention_mask": attention_mask,
+        "second_per_grid_ts": second_per_grid_ts,
+    }
+    for name, value in given.items():  # every output depends on their values
+        if isinstance(value, Tensor) and value.is_meta:
+            raise ValueError(
+                f"{name} is on the meta device, which holds no values, and the positions "
+                f"are read from its values: give {name} with values"
+            )
     types = _checks.integer_tensor("token_types", token_types, "a (B, L) integer tensor")
     if types.dim() != 2:
         raise ValueError(f"token_types must have shape (B, L), got {tuple(types.shape)}")
