@@ -179,7 +179,7 @@ class Family:
     model_types: tuple[str, ...]
     rotary_classes: tuple[str, ...]
     layout: RotaryLayout = "half"
-    form: _TableForm = "widened"
+    form: Literal["widened", "repeated", "gptj", "complex"] = "widened"
     rotation: Rotation = _HALF
     table_dtype: torch.dtype | None = None
     keys: Mapping[str, tuple[str | None, str]] = field(default_factory=dict)
@@ -706,7 +706,7 @@ class HFRotaryEmbedding(nn.Module):
         self,
         rotary: RotaryEmbedding | Mapping[str, RotaryEmbedding],
         *,
-        form: _TableForm = "widened",
+        form: Literal["widened", "repeated", "gptj", "complex"] = "widened",
         table_dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
