@@ -757,7 +757,8 @@ class RotaryEmbedding(DerivedTables):
     ) -> tuple[Tensor, Tensor]:
         """Cos and sin at ``where``, ``(L, h)`` or ``(B, L, h)``: views of the tables, read only.
 
-        The tables serve their own dtype, on their device, for positions they hold
+        The tables serve their own dtype, and bfloat16 and float16 from tables of their
+        own (``DerivedTables._table_for``), on their device, for positions they hold
         (for dynamic and longrope, only sequences within the trained length, where
         the frequencies are those the tables were made with); the rest is computed
         from float64 with the same values.
@@ -770,20 +771,21 @@ class RotaryEmbedding(DerivedTables):
             and self.trained_length is not None
             and seq_len > self.trained_length
         )
-        serves = self._serves(dtype, device) and where.within(limit) and not long
+        tables = self._table_for(dtype, device) if where.within(limit) and not long else None
         if isinstance(where, AxisPositions):  # one position per pair: its axis's
             assert self._pair_axes is not None
-            if serves:
-                return where.take(self._cos, self._pair_axes), where.take(
-                    self._sin, self._pair_axes
+            if tables is not None:
+                cos_table, sin_table = tables
+                return where.take(cos_table, self._pair_axes), where.take(
+                    sin_table, self._pair_axes
                 )
             work = _runtime.work_device(device)
             freqs = self._frequencies(where, work, seq_len)
             per_pair = where.per_pair(self._pair_axes.to(where.values.device)).to(work)
             cos, sin = _cos_sin(per_pair, freqs, self.attention_factor, dtype, paired=True)
             return cos.to(device), sin.to(device)
-        if serves:
-            return where.take(self._cos), where.take(self._sin)
+        if tables is not None:
+            return where.take(tables[0]), where.take(tables[1])
         work = _runtime.work_device(device)
         freqs = self._frequencies(where, work, seq_len)
         cos, sin = _cos_sin(where.tensor(work), freqs, self.attention_factor, dtype)
