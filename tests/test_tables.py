@@ -185,3 +185,23 @@ def test_half_precision_tables_first_made_in_inference_mode_serve_autograd() -> 
     cos, _ = rope.cos_sin(4, dtype=torch.bfloat16)
     (x[..., :8] * cos).sum().backward()  # an inference tensor here could not be saved
     assert x.grad is not None
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, *LOW])
+def test_hf_adapter_gathers_held_rows_with_the_values_of_the_general_path(
+    dtype: torch.dtype,
+) -> None:
+    from posenc.hf import HFRotaryEmbedding
+
+    rope = RotaryEmbedding(16, max_len=32)
+    adapter = HFRotaryEmbedding(rope)
+    x = torch.zeros(1, dtype=dtype)
+    for ids in (torch.tensor([[4, 31]]), torch.tensor([[0, 1], [7, 3]]), torch.tensor([[-2, 40]])):
+        cos, sin = adapter(x, ids)
+        want = rope.cos_sin(2, positions=ids, batch=ids.shape[0], dtype=dtype)
+        assert torch.equal(cos, torch.cat((want[0], want[0]), -1))
+        assert torch.equal(sin, torch.cat((want[1], want[1]), -1))
+        cos.fill_(5.0)  # the result is the caller's
+        assert not bool((rope._table_for(dtype, torch.device("cpu"))[0] == 5.0).any())  # type: ignore[index]
+    with pytest.raises(ValueError, match="outside"):  # the domain is still checked
+        adapter(x, torch.tensor([[2**62, 0]]))
