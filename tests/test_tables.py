@@ -125,7 +125,8 @@ def test_half_precision_tables_are_kept_with_the_values_computed_past_them(
         expected = short.cos_sin(length, offset=offset, dtype=low)
         assert all(torch.equal(g, e) for g, e in zip(got, expected, strict=True))
     kept = rope._kept[low]
-    assert kept[0].dtype == low and kept[0].shape == (64, 8)
+    assert kept[0].dtype == low
+    assert kept[0].shape == (64, 8)
     rope.cos_sin(3, dtype=low)
     assert rope._kept[low] is kept  # derived once
     # past the table, and tensor positions beyond it: computed, with the same values
