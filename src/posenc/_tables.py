@@ -135,8 +135,9 @@ class DerivedTables(nn.Module):
         """The tables that hold rows for ``dtype`` on ``device``, rounded once for it, or None.
 
         The buffers serve their own dtype; bfloat16 and float16 get a table of their
-        own, derived from float64 on first use (not while :func:`torch.compile` traces:
-        there the rows are computed, as for every dtype without a table).
+        own, derived from float64 on first use (read eagerly only: while
+        :func:`torch.compile` traces, their rows are computed, as for every dtype
+        without a table).
         """
         tables = self._tables()
         first = tables[0]
@@ -144,11 +145,13 @@ class DerivedTables(nn.Module):
             return None
         if dtype == first.dtype:
             return tables
+        if torch.compiler.is_compiling():
+            # Not read while compiling: a guard on them would recompile when eager
+            # calls derive one; the compiled graph computes those rows, same values.
+            return None
         kept = self._kept.get(dtype)
         if kept is not None or dtype not in _KEPT or first.is_meta:
             return kept
-        if torch.compiler.is_compiling():
-            return None
         shapes = self._table_shapes()
         total = (sum(math.prod(shape) for shape in shapes),)
         _runtime.allocation(total, dtype, device, self._describe)
