@@ -17,6 +17,9 @@ Sections (``--sections``, comma-separated keys or prefixes):
   2 GiB float32 tensor once (``torch.empty`` then ``fill_``, page faults included).
 - ``rope-{float32,bfloat16}``: the cases of ``rotary_cases.py`` (this directory), when it is
   there.
+- ``hf-rotary-*``, ``decode-*``, ``bias-*``: the cases of ``peer_cases.py`` (this directory),
+  each beside the code it replaces (transformers' rotary and T5 bias, the ALiBi one-liner,
+  the plain input layer), which is the section's floor; with transformers installed.
 
 ``nox -s bench`` prints the report; ``nox -s bench -- --save`` also writes
 ``benchmarks/results/cpu-<threads>threads.json``, which the docs' Performance page renders
@@ -287,6 +290,40 @@ def rotary(dtype: torch.dtype) -> Section | tuple[str, str]:
     return Section.of(key, f"RoPE, {name}", floor, cases, baseline=baseline, note=note)
 
 
+def peer_sections() -> dict[str, Callable[[], Section | tuple[str, str]]]:
+    """The sections of ``peer_cases.py``: the peer's code as the floor, posenc beside it."""
+    import peer_cases  # type: ignore[import-not-found]
+
+    note = (peer_cases.__doc__ or "").strip().splitlines()[0]
+    builders: dict[str, Callable[[], Section | tuple[str, str]]] = {}
+    for dtype in (torch.float32, torch.bfloat16):
+        name = str(dtype).removeprefix("torch.")
+        builders[f"hf-rotary-{name}-4096"] = lambda dtype=dtype, name=name: Section.of(
+            f"hf-rotary-{name}-4096", f"HF rotary_emb, {name}, position_ids (1, 4096)", "hf",
+            peer_cases.hf_rotary(dtype, 4096), note=note + " cos and sin (1, 4096, 128).",
+        )  # fmt: skip
+        builders[f"hf-rotary-{name}-1"] = lambda dtype=dtype, name=name: Section.of(
+            f"hf-rotary-{name}-1", f"HF rotary_emb, {name}, one token at 4000", "hf",
+            peer_cases.hf_rotary(dtype, 1), note=note + " cos and sin (1, 1, 128).",
+        )  # fmt: skip
+        builders[f"decode-{name}-rope"] = lambda dtype=dtype, name=name: Section.of(
+            f"decode-{name}-rope", f"Decoding step, RoPE, {name}", "hf",
+            peer_cases.decode_rope(dtype), note=note + " q, k (1, 32, 1, 128) at 4000.",
+        )  # fmt: skip
+        builders[f"decode-{name}-input"] = lambda dtype=dtype, name=name: Section.of(
+            f"decode-{name}-input", f"Decoding step, input layer, {name}", "plain",
+            peer_cases.decode_input(dtype), note=note + " ids (1, 1) at 4000, D = 512.",
+        )  # fmt: skip
+    for length in (512, 4096):
+        builders[f"bias-{length}"] = lambda length=length: Section.of(
+            f"bias-{length}", f"ALiBi and T5 biases, float32, (8, {length}, {length})",
+            "one_liner", peer_cases.biases(length), baseline="t5",
+            calls=None if length == 512 else 1,
+            note=note + " ALiBi's floor is the one-liner; T5's reference is compute_bias.",
+        )  # fmt: skip
+    return builders
+
+
 def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
     """Each selected section, built only when it is its turn (one set of tensors at a time)."""
     builders: dict[str, Callable[[], Section | tuple[str, str]]] = {}
@@ -307,6 +344,8 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
             builders[f"rope-{str(dtype).removeprefix('torch.')}"] = lambda dtype=dtype: rotary(
                 dtype
             )
+    if importlib.util.find_spec("transformers") is not None:
+        builders.update(peer_sections())
     patterns = args.sections.split(",")
     for key, build in builders.items():
         if any(fnmatch.fnmatch(key, p) or key.startswith(p) for p in patterns):
@@ -315,7 +354,10 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="input,fused,table,rope", help="keys or prefixes")
+    parser.add_argument(
+        "--sections", default="input,fused,table,rope,hf-rotary,decode,bias",
+        help="keys or prefixes",
+    )  # fmt: skip
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--length", type=int, default=512)
     parser.add_argument("--d-model", type=int, default=512)

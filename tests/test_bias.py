@@ -166,6 +166,47 @@ def test_alibi_is_the_float64_bias_rounded_once(dtype: torch.dtype) -> None:
     assert torch.equal(got, round_once(exact, dtype))
 
 
+@pytest.mark.parametrize("n_heads", [1, 3, 6, 8, 16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(
+    ("lq", "lk", "offset"),
+    [(30, 300, 270), (3, 4, 2**24 - 3), (2, 3, 2**24 + 1), (2, 2, 2**40)],
+    ids=["near", "distance-below-2**24", "distance-2**24", "far"],
+)
+def test_alibi_float32_path_keeps_the_float64_values(
+    n_heads: int, dtype: torch.dtype, lq: int, lk: int, offset: int
+) -> None:
+    # Powers-of-two slopes (1, 3, 6, 8 heads) with distances below 2**24 take float32
+    # arithmetic, exact there; 16 heads (slopes 2**(-k/2)) and longer distances float64.
+    # Every value is the float64 product -m_h * (i - j) rounded once (Press et al., 2022).
+    slopes = alibi_slopes(n_heads)
+    q = torch.arange(offset, offset + lq, dtype=torch.int64)
+    k = torch.arange(lk, dtype=torch.int64)
+    distance = (q[:, None] - k[None]).to(torch.float64)
+    for symmetric in (False, True):
+        alibi = ALiBi(n_heads, symmetric=symmetric)
+        line = -(distance.abs() if symmetric else distance)
+        exact = slopes[:, None, None] * line
+        for causal in (False, True):
+            got = alibi(lq, lk, offset=offset, dtype=dtype, causal=causal)
+            want = exact.masked_fill(distance < 0, -math.inf) if causal else exact
+            # IEEE 754: past the largest finite value plus half its ulp, the nearest is inf
+            top = torch.tensor(torch.finfo(dtype).max, dtype=dtype)
+            below = torch.nextafter(top, torch.zeros_like(top))
+            overflow = float(top.double() + (top.double() - below.double()) / 2)
+            rounded = round_once(want, dtype)
+            rounded[want.abs() >= overflow] = (
+                want.sign()[want.abs() >= overflow].to(dtype) * math.inf
+            )
+            assert got.dtype == dtype
+            assert torch.equal(got, rounded)
+            assert not bool(torch.signbit(got[want == 0]).any())  # +0, as float64 gives
+    ids = torch.tensor([[0, 9], [70_000, 5]])
+    batch = ALiBi(n_heads)(2, 3, positions=ids, dtype=dtype)
+    per = [ALiBi(n_heads)(2, 3, positions=row, dtype=dtype) for row in ids]
+    assert torch.equal(batch, torch.stack(per))
+
+
 def test_alibi_default_dtype_device_and_no_state() -> None:
     alibi = ALiBi(4)
     out = alibi(3)

@@ -11,6 +11,11 @@ non-persistent buffers and
   cast is a no-op;
 - serves it only to the dtype it was rounded for, on its device (one rounding: an
   fp16 table never feeds bf16); every other request is computed from float64;
+- keeps, beside it, a table for each half-precision dtype it is asked for (bfloat16,
+  float16): rounded once from float64 on first use, on the tables' device, held in a
+  plain attribute (never in a state dict, never converted by a cast: a cast or a move
+  that re-derives the tables drops them, and the next request derives them again).
+  Each adds half the bytes of a float32 table: ``2 * sum(prod(shape))`` bytes;
 - hands out new tensors from its accessors, never views a caller could write through.
 
 A subclass says which buffers it has (``_table_names``), their shapes, how to derive
@@ -30,6 +35,9 @@ from . import _runtime
 
 __all__ = ["DerivedTables"]
 
+# The dtypes served by a table of their own, beside the one the buffers hold.
+_KEPT = (torch.bfloat16, torch.float16)
+
 
 class DerivedTables(nn.Module):
     """A module whose buffers ``_table_names`` are derived from its configuration.
@@ -38,10 +46,13 @@ class DerivedTables(nn.Module):
         _dtype: The module's dtype: torch's default dtype when built, then the dtype of
             the last cast. Accessors default to it. The tables' own dtype is
             ``_storage_dtype(_dtype)``.
+        _kept: The half-precision tables derived so far, by dtype (see the module's
+            docstring): a plain attribute, on the buffers' device.
     """
 
     _table_names: tuple[str, ...] = ()
     _dtype: torch.dtype
+    _kept: dict[torch.dtype, tuple[Tensor, ...]]
 
     # -- What a subclass says -------------------------------------------------------------
 
@@ -67,6 +78,7 @@ class DerivedTables(nn.Module):
     def _register_tables(self, advice: str = "choose a smaller max_len") -> None:
         """Build the tables and register them; the last step of a subclass's ``__init__``."""
         self._dtype = torch.get_default_dtype()  # as torch's own modules: float32 unless set
+        self._kept = {}
         dtype, device = self._storage_dtype(self._dtype), _runtime.default_device()
         shapes = self._table_shapes()
         total = (sum(math.prod(shape) for shape in shapes),)
@@ -90,6 +102,7 @@ class DerivedTables(nn.Module):
         """
         tables = self._tables()
         dtype, device = self._storage_dtype(self._dtype), tables[0].device
+        self._kept = {}  # derived again on their next use, by the same rules
         with torch.no_grad():
             for name, old, new in zip(
                 self._table_names, tables, self._build(dtype, device), strict=True
@@ -112,16 +125,52 @@ class DerivedTables(nn.Module):
         # values: derive the tables again. The same tensor (a no-op .to()) is kept as is,
         # unless it no longer has the dtype that serves the module's.
         stale = after is not before or after.dtype != self._storage_dtype(self._dtype)
+        if stale:
+            self._kept = {}  # on the old device, or converted: derived again when asked for
         if stale and after.is_floating_point() and not after.is_meta:
             self.reset_parameters()
         return self
 
-    def _serves(self, dtype: torch.dtype, device: torch.device) -> bool:
-        """Whether the tables hold rows for ``dtype`` on ``device`` (rounded for that dtype)."""
-        table = self._tables()[0]
-        return dtype == table.dtype and device == table.device
+    def _table_for(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...] | None:
+        """The tables that hold rows for ``dtype`` on ``device``, rounded once for it, or None.
+
+        The buffers serve their own dtype; bfloat16 and float16 get a table of their
+        own, derived from float64 on first use (read eagerly only: while
+        :func:`torch.compile` traces, their rows are computed, as for every dtype
+        without a table).
+        """
+        tables = self._tables()
+        first = tables[0]
+        if device != first.device:
+            return None
+        if dtype == first.dtype:
+            return tables
+        if torch.compiler.is_compiling():
+            # Not read while compiling: a guard on them would recompile when eager
+            # calls derive one; the compiled graph computes those rows, same values.
+            return None
+        kept = self._kept.get(dtype)
+        if kept is not None or dtype not in _KEPT or first.is_meta:
+            return kept
+        shapes = self._table_shapes()
+        total = (sum(math.prod(shape) for shape in shapes),)
+        _runtime.allocation(total, dtype, device, self._describe)
+        # Plain tensors even when first asked for in inference mode: autograd may save them.
+        with torch.inference_mode(False), torch.no_grad():
+            kept = self._derive(dtype, device)
+        self._kept[dtype] = kept
+        return kept
 
     def _fresh(self, *tensors: Tensor) -> tuple[Tensor, ...]:
-        """``tensors``, each cloned if it shares memory with a table."""
-        owners = {table.untyped_storage().data_ptr() for table in self._tables()}
+        """``tensors``, each cloned if it may share memory with a table.
+
+        Eagerly, the storages are compared; while :func:`torch.compile` traces (where
+        storages cannot be read) every tensor is cloned: the compiler fuses the copy
+        into the kernel that computes it.
+        """
+        if torch.compiler.is_compiling():
+            return tuple(t.clone() for t in tensors)
+        owners = {t.untyped_storage().data_ptr() for t in self._tables()}
+        for kept in self._kept.values():
+            owners.update(t.untyped_storage().data_ptr() for t in kept)
         return tuple(t.clone() if t.untyped_storage().data_ptr() in owners else t for t in tensors)

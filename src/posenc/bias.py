@@ -81,6 +81,12 @@ R = TypeVar("R")
 # -- ALiBi ------------------------------------------------------------------------------
 
 
+# Distances below this are float32 integers: their products with a power of two are exact.
+_EXACT_DISTANCE = 2**24
+# Pairs per block of float32 ALiBi: their int64 and float32 distances stay near 16 MiB.
+_EXACT_BLOCK = 1 << 20
+
+
 @functools.lru_cache(maxsize=64)
 def _slopes(n_heads: int) -> tuple[float, ...]:
     """Press et al.'s slopes as Python floats: 2 ** (-8 k / n), exponents exact."""
@@ -177,7 +183,12 @@ class ALiBi(RelativeBias):
 
     Casting or moving the module changes nothing: it holds no tensor. The
     bias is computed in float64 from integer positions and rounded once to
-    the requested ``dtype``; ask for the dtype of the attention scores.
+    the requested ``dtype``; ask for the dtype of the attention scores. Where
+    float32 is exact it is used instead, with the same values: when every
+    slope is a power of two (``n_heads`` 1, 2, 4, 8, or 3, 5, 6, 7; not 16,
+    whose slopes are :math:`2^{-k/2}`) and every distance ``|key - query|`` is
+    below :math:`2^{24}`, for a float32 or narrower ``dtype``, with positions
+    read on the CPU.
 
     Args:
         n_heads: Number of attention heads, H.
@@ -229,6 +240,9 @@ class ALiBi(RelativeBias):
         self.n_heads: int = _checks.positive_int("n_heads", n_heads)
         self.symmetric: bool = _checks.flag("symmetric", symmetric)
         self._slopes: tuple[float, ...] = _slopes(self.n_heads)  # Python floats, no tensor
+        # Every slope a power of two (H = 1, 2, 4, 8, and the heads of 3, 5, 6, 7): their
+        # float32 products with integer distances below 2**24 are exact (_fill).
+        self._powers_of_two: bool = all(math.frexp(m)[0] == 0.5 for m in self._slopes)
 
     @property
     def slopes(self) -> Tensor:
@@ -273,6 +287,54 @@ class ALiBi(RelativeBias):
             return round_once(line, dtype)
 
         return bias
+
+    def _fill(
+        self,
+        q: Tensor,
+        k: Tensor,
+        shape: tuple[int, ...],
+        dtype: torch.dtype,
+        device: torch.device,
+        work: torch.device,
+        causal: bool,
+    ) -> Tensor:
+        """The bias, in float32 straight into the result where that is exact, else the base's.
+
+        When every slope is a power of two and every distance ``|key - query|`` is
+        below ``2**24`` (read from ``q`` and ``k`` on the CPU, eagerly), each distance
+        and each product ``slope · distance`` is a float32 number: the float32
+        product is the exact one, and storing it in a narrower ``dtype`` is the one
+        rounding of the float64 path. The products are written into the result, a
+        block of queries at a time (the distances of a block are the temporaries).
+        """
+        if not self._exact(dtype, device, work, q, k):
+            return super()._fill(q, k, shape, dtype, device, work, causal)
+        _runtime.allocation(shape, dtype, device, lambda: f"{self._what} of shape {shape}")
+        out = torch.empty(shape, dtype=dtype, device=device)
+        slopes = torch.tensor(self._slopes, dtype=torch.float32, device=work)[:, None, None]
+        lq, lk = q.shape[-1], k.shape[-1]
+        step = max(1, _EXACT_BLOCK // max(lk, 1))  # 12 bytes of distances per pair
+        for i in range(0, lq, step):
+            relative = relative_positions(q[..., i : i + step], k)
+            distance = (-relative.abs() if self.symmetric else relative).to(torch.float32)
+            if causal:
+                distance.masked_fill_(relative > 0, -math.inf)
+            torch.mul(distance.unsqueeze(-3), slopes, out=out[..., i : i + step, :])
+        return out
+
+    def _exact(
+        self, dtype: torch.dtype, device: torch.device, work: torch.device, q: Tensor, k: Tensor
+    ) -> bool:
+        """Whether :meth:`_fill`'s float32 arithmetic is exact for this call, read for free."""
+        if not self._powers_of_two or dtype.itemsize > 4 or device != work:
+            return False
+        if not (blockable(device) and _runtime.readable(q) and _runtime.readable(k)):
+            return False
+        if not q.numel() or not k.numel():
+            return False
+        q_lo, q_hi = (int(v) for v in torch.aminmax(q))
+        k_lo, k_hi = (int(v) for v in torch.aminmax(k))
+        return max(abs(k_hi - q_lo), abs(q_hi - k_lo)) < _EXACT_DISTANCE
 
     def bloom(
         self,
@@ -631,14 +693,13 @@ class RelativePositionBias(RelativeBias):
         work: torch.device,
         causal: bool,
     ) -> Tensor:
-        # Three ways, one result. Without autograd, the bias is filled a block at a
-        # time (the base's way). With autograd, the lookup needs every bucket at once:
-        # they are int32, filled by blocks, and the table is read in the result's
-        # dtype, so the peak is the result and the buckets. Under a transform or the
-        # compiler, at once.
+        # Two ways, one result. Eagerly, the buckets are int32, filled by blocks, then
+        # one lookup of the table in the result's dtype reads every pair (as Hugging
+        # Face's compute_bias does; faster than a lookup per block, which the base's
+        # way needs): the peak is the result and the buckets, and the result is the
+        # lookup's (Lq, Lk, H) seen as (H, Lq, Lk), a new tensor. Under a transform or
+        # the compiler, at once.
         blocks = blockable(device)
-        if blocks and self._blockwise():
-            return super()._fill(q, k, shape, dtype, device, work, causal)
         table = self.relative_attention_bias
         plain = self._plain_table()
         lookup_mask = causal and plain  # else: the mask after the lookup, through the module

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn import functional
 
 from . import _checks, _distributed, _runtime
 from .positional import PositionalEncoding
@@ -235,13 +236,22 @@ class TokenAndPositionEmbedding(nn.Module):
         where = resolve(
             ids.shape[-1], offset=offset, positions=positions, batch=batch, device=ids.device
         )
-        vectors = emb._lookup(ids)
+        # The children's calls without their module machinery (no hook is registered:
+        # _fusable): the lookup nn.Embedding's forward makes, the dropout nn.Dropout's.
+        lut = emb.lut
+        vectors = functional.embedding(
+            _checks.token_ids(ids, emb.vocab), weight, lut.padding_idx, lut.max_norm,
+            lut.norm_type, lut.scale_grad_by_freq, lut.sparse,
+        )  # fmt: skip
         rows = pe._rows(where, vectors.dtype, vectors.device)
         # The lookup's result is a fresh tensor that nothing else holds (no hook could
         # see it) and that the embedding backward does not read: scaling and adding in
         # place give the unfused pair's values, rounding for rounding, without two
         # more (B, L, D) allocations.
-        out: Tensor = pe.dropout(vectors.mul_(emb.scale).add_(rows))
+        out: Tensor = vectors.mul_(emb.scale).add_(rows)
+        drop = pe.dropout
+        if drop.training and drop.p > 0:
+            out = functional.dropout(out, drop.p, True, drop.inplace)
         return out
 
     def _fusable(self) -> bool:

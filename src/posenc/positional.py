@@ -253,12 +253,14 @@ class PositionalEncoding(DerivedTables):
         """The table's rows at ``where``, possibly a view of :attr:`pe`: read, never written.
 
         :attr:`pe` holds the table rounded once to its own dtype (see ``_apply``), so
-        it serves that dtype only; other dtypes, positions it does not hold, and
+        it serves that dtype only, and bfloat16 and float16 have tables of their own
+        (``DerivedTables._table_for``); other dtypes, positions it does not hold, and
         tensor positions that cannot be range-checked for free are computed from
         float64, with the same values.
         """
-        if self._serves(dtype, device) and where.within(self.max_len):
-            return where.take(self.pe[0])
+        tables = self._table_for(dtype, device) if where.within(self.max_len) else None
+        if tables is not None:
+            return where.take(tables[0][0])
         return self._sinusoid(where.tensor(device), dtype, device)
 
     @_distributed.sequence_input(-2)

@@ -371,10 +371,13 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tensor
     # are added to each half in place: three passes over data in cache, one rounding.
     rotated, length = 2 * cos.shape[-1], x.shape[-2]
     out = torch.empty_like(x)
-    if rotated < x.shape[-1]:
-        out[..., rotated:] = x[..., rotated:]
     per_position = math.prod(x.shape[:-2]) * x.shape[-1]
     step = max(1, _SLICE // max(per_position, 1)) if x.device.type == "cpu" else max(length, 1)
+    if rotated == x.shape[-1] and step >= length:  # one slice, every feature: no views
+        _rotate_into(out, x, cos, sin, layout)
+        return out
+    if rotated < x.shape[-1]:
+        out[..., rotated:] = x[..., rotated:]
     for start in range(0, length, step):
         rows = slice(start, start + step)
         _rotate_into(
@@ -770,7 +773,8 @@ class RotaryEmbedding(DerivedTables):
     ) -> tuple[Tensor, Tensor]:
         """Cos and sin at ``where``, ``(L, h)`` or ``(B, L, h)``: views of the tables, read only.
 
-        The tables serve their own dtype, on their device, for positions they hold
+        The tables serve their own dtype, and bfloat16 and float16 from tables of their
+        own (``DerivedTables._table_for``), on their device, for positions they hold
         (for dynamic and longrope, only sequences within the trained length, where
         the frequencies are those the tables were made with); the rest is computed
         from float64 with the same values.
@@ -783,12 +787,13 @@ class RotaryEmbedding(DerivedTables):
             and self.trained_length is not None
             and seq_len > self.trained_length
         )
-        serves = self._serves(dtype, device) and where.within(limit) and not long
+        tables = self._table_for(dtype, device) if where.within(limit) and not long else None
         if isinstance(where, AxisPositions):  # one position per pair: its axis's
             assert self._pair_axes is not None
-            if serves:
-                return where.take(self._cos, self._pair_axes), where.take(
-                    self._sin, self._pair_axes
+            if tables is not None:
+                cos_table, sin_table = tables
+                return where.take(cos_table, self._pair_axes), where.take(
+                    sin_table, self._pair_axes
                 )
             work = _runtime.work_device(device)
             freqs = self._frequencies(where, work, seq_len)
@@ -797,12 +802,43 @@ class RotaryEmbedding(DerivedTables):
             )
             cos, sin = _cos_sin(per_pair, freqs, self.attention_factor, dtype, paired=True)
             return cos.to(device), sin.to(device)
-        if serves:
-            return where.take(self._cos), where.take(self._sin)
+        if tables is not None:
+            return where.take(tables[0]), where.take(tables[1])
         work = _runtime.work_device(device)
         freqs = self._frequencies(where, work, seq_len)
         cos, sin = _cos_sin(where.tensor(work), freqs, self.attention_factor, dtype)
         return cos.to(device), sin.to(device)
+
+    def _held_rows(
+        self, ids: Tensor, dtype: torch.dtype, device: torch.device
+    ) -> tuple[Tensor, Tensor] | None:
+        """Cos and sin at the int64 ``ids`` ``(B, L)``, new tensors, when the tables hold them.
+
+        The hot path of an int64 tensor of positions read on the CPU (one pass for the
+        range): None unless every position lies in the rows the tables serve (see
+        :meth:`_rows`), and then the rows are gathered. One stream only (not on axes).
+        A position in ``[0, limit)`` is in the position domain, so nothing
+        :func:`resolve` refuses is taken here.
+        """
+        if self.position_axes is not None or ids.device != device or not _runtime.readable(ids):
+            return None
+        limit = (
+            self.max_len if self.trained_length is None else min(self.max_len, self.trained_length)
+        )
+        if ids.numel() == 0:
+            return None
+        lo, hi = (int(v) for v in torch.aminmax(ids))
+        if lo < 0 or hi >= limit:
+            return None
+        tables = self._table_for(dtype, device)
+        if tables is None:
+            return None
+        flat = ids.reshape(-1)
+        shape = (*ids.shape, tables[0].shape[-1])
+        return (
+            torch.index_select(tables[0], 0, flat).view(shape),
+            torch.index_select(tables[1], 0, flat).view(shape),
+        )
 
     def _frequencies(
         self, where: Positions | AxisPositions, device: torch.device, given: int | None = None
