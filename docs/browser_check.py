@@ -719,6 +719,7 @@ def check_picker(problems: Problems, base: str, built: list[str], context_of) ->
         context.close()
 
 
+WAIT_MS = 180_000  # the longest a page may take to load, or to be drawn in a screenshot
 PART = "--part=language"  # how the run of all languages starts each language's
 
 
@@ -798,6 +799,9 @@ def check_language(html: Path, language: str, patterns: list[str], shots: Path) 
             width = viewport["width"]
             (shots / language / str(width)).mkdir(parents=True, exist_ok=True)
             context = browser.new_context(viewport=viewport, locale=language)
+            # Three browsers share the machine's cores: a full-page screenshot of the
+            # API page can take longer than Playwright's 30 s when they all draw at once.
+            context.set_default_timeout(WAIT_MS)
             page = context.new_page()
             client = context.new_cdp_session(page)
             problems.watch(page, root.rstrip("/"))
