@@ -20,6 +20,10 @@ Sections (``--sections``, comma-separated keys or prefixes):
 - ``hf-rotary-*``, ``decode-*``, ``bias-*``: the cases of ``peer_cases.py`` (this directory),
   each beside the code it replaces (transformers' rotary and T5 bias, the ALiBi one-liner,
   the plain input layer), which is the section's floor; with transformers installed.
+- ``llama-*``, ``mrope``, ``flux``: also from ``peer_cases.py``: a small Llama's forward
+  before and after ``patch_rotary``, Qwen2-VL's ``get_rope_index`` against
+  ``multimodal_positions``, diffusers' ``FluxPosEmbed`` against posenc's 3-axis tables
+  (with diffusers installed).
 
 ``nox -s bench`` prints the report; ``nox -s bench -- --save`` also writes
 ``benchmarks/results/cpu-<threads>threads.json``, which the docs' Performance page renders
@@ -314,6 +318,27 @@ def peer_sections() -> dict[str, Callable[[], Section | tuple[str, str]]]:
             f"decode-{name}-input", f"Decoding step, input layer, {name}", "plain",
             peer_cases.decode_input(dtype), note=note + " ids (1, 1) at 4000, D = 512.",
         )  # fmt: skip
+        builders[f"llama-{name}"] = lambda dtype=dtype, name=name: Section.of(
+            f"llama-{name}", f"Small Llama forward, {name}, patch_rotary", "hf",
+            peer_cases.llama(dtype), calls=1,
+            note=note + " 4 layers, hidden 256, ids (1, 512).",
+        )  # fmt: skip
+    builders["mrope"] = lambda: Section.of(
+        "mrope", "M-RoPE position ids, Qwen2-VL, (3, 2, 602)", "hf", peer_cases.mrope(),
+        note=note + " Text, an image and a video: ids (3, 2, 602).",
+    )  # fmt: skip
+
+    def flux_section() -> Section | tuple[str, str]:
+        try:
+            cases = peer_cases.flux()
+        except ImportError as exc:  # diffusers missing or not importable: say so
+            return "flux", f"{type(exc).__name__}: {exc}"
+        return Section.of(
+            "flux", "FLUX rotary tables, axes (16, 56, 56), 4608 positions", "diffusers",
+            cases, note=note + " cos and sin (4608, 128) and (4608, 64).",
+        )  # fmt: skip
+
+    builders["flux"] = flux_section
     for length in (512, 4096):
         builders[f"bias-{length}"] = lambda length=length: Section.of(
             f"bias-{length}", f"ALiBi and T5 biases, float32, (8, {length}, {length})",
@@ -355,7 +380,7 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--sections", default="input,fused,table,rope,hf-rotary,decode,bias",
+        "--sections", default="input,fused,table,rope,hf-rotary,decode,bias,llama,mrope,flux",
         help="keys or prefixes",
     )  # fmt: skip
     parser.add_argument("--batch", type=int, default=32)
