@@ -13,6 +13,9 @@ Sections (``--sections``, comma-separated keys or prefixes):
   scale and add) against the block-wise path it once had (a cache-sized block of tokens
   at a time: lookup into the output, then scale and add while the block is in cache),
   kept here as ``blockwise`` so that the comparison can be rerun.
+- ``kernels-bfloat16``: the eager layer's scale and add in each form (in place, out of
+  place, ``out=`` a fresh tensor, ``out=`` the lookup), the same values: which kernel form
+  is fastest in bfloat16.
 - ``table``: ``sinusoidal_table(2**20, 512)`` against the first-touch floor, writing a fresh
   2 GiB float32 tensor once (``torch.empty`` then ``fill_``, page faults included).
 - ``rope-{float32,bfloat16}``: the cases of ``rotary_cases.py`` (this directory), when it is
@@ -229,6 +232,53 @@ def fused_paths(dtype: torch.dtype, args: argparse.Namespace) -> Section:
     )
 
 
+def kernel_forms(dtype: torch.dtype, args: argparse.Namespace) -> Section:
+    """The eager layer's two elementwise passes, in each form torch offers, same values."""
+    b, length, d, vocab = args.batch, args.length, args.d_model, args.vocab
+    torch.manual_seed(0)
+    ids = torch.randint(0, vocab, (b, length))
+    layer = posenc.TokenAndPositionEmbedding(d, vocab).to(dtype).eval()
+    weight, scale = layer.embeddings.lut.weight.detach(), layer.embeddings.scale
+    rows = layer.positional.encoding(length)
+
+    def inplace() -> torch.Tensor:
+        return embedding(ids, weight).mul_(scale).add_(rows)
+
+    def out_of_place() -> torch.Tensor:
+        return embedding(ids, weight) * scale + rows
+
+    def out_fresh() -> torch.Tensor:
+        looked_up = embedding(ids, weight)
+        out = torch.empty_like(looked_up)
+        torch.mul(looked_up, scale, out=out)
+        return torch.add(out, rows, out=out)
+
+    def out_self() -> torch.Tensor:
+        out = embedding(ids, weight)
+        torch.mul(out, scale, out=out)
+        return torch.add(out, rows, out=out)
+
+    forms = [inplace, out_of_place, out_fresh, out_self]
+    if not all(torch.equal(form(), layer(ids)) for form in forms):
+        raise AssertionError("every form must give the module's values")
+    name = str(dtype).removeprefix("torch.")
+    return Section.of(
+        f"kernels-{name}",
+        f"The eager layer's passes, {name}, inference: in place, out of place, out=",
+        "inplace",
+        [
+            ("inplace", "lookup, then mul_ and add_ (the module's form)", inplace),
+            ("out_of_place", "lookup, then * and + (two fresh outputs)", out_of_place),
+            ("out_fresh", "lookup, then mul and add with out= a fresh tensor", out_fresh),
+            ("out_self", "lookup, then mul and add with out= the lookup", out_self),
+        ],
+        note=(
+            f"ids (B, L) = ({b}, {length}) -> (B, L, D), D = {d}, vocab {vocab}; no autograd. "
+            "Every form gives the same values, checked before timing."
+        ),
+    )
+
+
 def straightforward_table(n: int, d_model: int) -> torch.Tensor:
     """The previous method: float64 angles, one float64 sin or cos per entry, in slices."""
     freqs = posenc.inverse_frequencies(d_model)
@@ -363,6 +413,7 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
         builders[f"fused-{str(dtype).removeprefix('torch.')}"] = lambda dtype=dtype: fused_paths(
             dtype, args
         )
+    builders["kernels-bfloat16"] = lambda: kernel_forms(torch.bfloat16, args)
     builders["table"] = lambda: table(args)
     if importlib.util.find_spec("rotary_cases") is not None:
         for dtype in (torch.float32, torch.bfloat16):
@@ -380,7 +431,8 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--sections", default="input,fused,table,rope,hf-rotary,decode,bias,llama,mrope,flux",
+        "--sections",
+        default="input,fused,kernels,table,rope,hf-rotary,decode,bias,llama,mrope,flux",
         help="keys or prefixes",
     )  # fmt: skip
     parser.add_argument("--batch", type=int, default=32)
