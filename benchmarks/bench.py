@@ -13,6 +13,9 @@ Sections (``--sections``, comma-separated keys or prefixes):
   scale and add) against the block-wise path it once had (a cache-sized block of tokens
   at a time: lookup into the output, then scale and add while the block is in cache),
   kept here as ``blockwise`` so that the comparison can be rerun.
+- ``kernels-bfloat16``: the eager layer's scale and add in each form (in place, out of
+  place, ``out=`` a fresh tensor, ``out=`` the lookup), the same values: which kernel form
+  is fastest in bfloat16.
 - ``table``: ``sinusoidal_table(2**20, 512)`` against the first-touch floor, writing a fresh
   2 GiB float32 tensor once (``torch.empty`` then ``fill_``, page faults included).
 - ``rope-{float32,bfloat16}``: the cases of ``rotary_cases.py`` (this directory), when it is
@@ -20,6 +23,10 @@ Sections (``--sections``, comma-separated keys or prefixes):
 - ``hf-rotary-*``, ``decode-*``, ``bias-*``: the cases of ``peer_cases.py`` (this directory),
   each beside the code it replaces (transformers' rotary and T5 bias, the ALiBi one-liner,
   the plain input layer), which is the section's floor; with transformers installed.
+- ``llama-*``, ``mrope``, ``flux``: also from ``peer_cases.py``: a small Llama's forward
+  before and after ``patch_rotary``, Qwen2-VL's ``get_rope_index`` against
+  ``multimodal_positions``, diffusers' ``FluxPosEmbed`` against posenc's 3-axis tables
+  (with diffusers installed).
 
 ``nox -s bench`` prints the report; ``nox -s bench -- --save`` also writes
 ``benchmarks/results/cpu-<threads>threads.json``, which the docs' Performance page renders
@@ -225,6 +232,53 @@ def fused_paths(dtype: torch.dtype, args: argparse.Namespace) -> Section:
     )
 
 
+def kernel_forms(dtype: torch.dtype, args: argparse.Namespace) -> Section:
+    """The eager layer's two elementwise passes, in each form torch offers, same values."""
+    b, length, d, vocab = args.batch, args.length, args.d_model, args.vocab
+    torch.manual_seed(0)
+    ids = torch.randint(0, vocab, (b, length))
+    layer = posenc.TokenAndPositionEmbedding(d, vocab).to(dtype).eval()
+    weight, scale = layer.embeddings.lut.weight.detach(), layer.embeddings.scale
+    rows = layer.positional.encoding(length)
+
+    def inplace() -> torch.Tensor:
+        return embedding(ids, weight).mul_(scale).add_(rows)
+
+    def out_of_place() -> torch.Tensor:
+        return embedding(ids, weight) * scale + rows
+
+    def out_fresh() -> torch.Tensor:
+        looked_up = embedding(ids, weight)
+        out = torch.empty_like(looked_up)
+        torch.mul(looked_up, scale, out=out)
+        return torch.add(out, rows, out=out)
+
+    def out_self() -> torch.Tensor:
+        out = embedding(ids, weight)
+        torch.mul(out, scale, out=out)
+        return torch.add(out, rows, out=out)
+
+    forms = [inplace, out_of_place, out_fresh, out_self]
+    if not all(torch.equal(form(), layer(ids)) for form in forms):
+        raise AssertionError("every form must give the module's values")
+    name = str(dtype).removeprefix("torch.")
+    return Section.of(
+        f"kernels-{name}",
+        f"The eager layer's passes, {name}, inference: in place, out of place, out=",
+        "inplace",
+        [
+            ("inplace", "lookup, then mul_ and add_ (the module's form)", inplace),
+            ("out_of_place", "lookup, then * and + (two fresh outputs)", out_of_place),
+            ("out_fresh", "lookup, then mul and add with out= a fresh tensor", out_fresh),
+            ("out_self", "lookup, then mul and add with out= the lookup", out_self),
+        ],
+        note=(
+            f"ids (B, L) = ({b}, {length}) -> (B, L, D), D = {d}, vocab {vocab}; no autograd. "
+            "Every form gives the same values, checked before timing."
+        ),
+    )
+
+
 def straightforward_table(n: int, d_model: int) -> torch.Tensor:
     """The previous method: float64 angles, one float64 sin or cos per entry, in slices."""
     freqs = posenc.inverse_frequencies(d_model)
@@ -314,6 +368,27 @@ def peer_sections() -> dict[str, Callable[[], Section | tuple[str, str]]]:
             f"decode-{name}-input", f"Decoding step, input layer, {name}", "plain",
             peer_cases.decode_input(dtype), note=note + " ids (1, 1) at 4000, D = 512.",
         )  # fmt: skip
+        builders[f"llama-{name}"] = lambda dtype=dtype, name=name: Section.of(
+            f"llama-{name}", f"Small Llama forward, {name}, patch_rotary", "hf",
+            peer_cases.llama(dtype), calls=1,
+            note=note + " 4 layers, hidden 256, ids (1, 512).",
+        )  # fmt: skip
+    builders["mrope"] = lambda: Section.of(
+        "mrope", "M-RoPE position ids, Qwen2-VL, (3, 2, 602)", "hf", peer_cases.mrope(),
+        note=note + " Text, an image and a video: ids (3, 2, 602).",
+    )  # fmt: skip
+
+    def flux_section() -> Section | tuple[str, str]:
+        try:
+            cases = peer_cases.flux()
+        except ImportError as exc:  # diffusers missing or not importable: say so
+            return "flux", f"{type(exc).__name__}: {exc}"
+        return Section.of(
+            "flux", "FLUX rotary tables, axes (16, 56, 56), 4608 positions", "diffusers",
+            cases, note=note + " cos and sin (4608, 128) and (4608, 64).",
+        )  # fmt: skip
+
+    builders["flux"] = flux_section
     for length in (512, 4096):
         builders[f"bias-{length}"] = lambda length=length: Section.of(
             f"bias-{length}", f"ALiBi and T5 biases, float32, (8, {length}, {length})",
@@ -338,6 +413,7 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
         builders[f"fused-{str(dtype).removeprefix('torch.')}"] = lambda dtype=dtype: fused_paths(
             dtype, args
         )
+    builders["kernels-bfloat16"] = lambda: kernel_forms(torch.bfloat16, args)
     builders["table"] = lambda: table(args)
     if importlib.util.find_spec("rotary_cases") is not None:
         for dtype in (torch.float32, torch.bfloat16):
@@ -355,7 +431,8 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--sections", default="input,fused,table,rope,hf-rotary,decode,bias",
+        "--sections",
+        default="input,fused,kernels,table,rope,hf-rotary,decode,bias,llama,mrope,flux",
         help="keys or prefixes",
     )  # fmt: skip
     parser.add_argument("--batch", type=int, default=32)

@@ -226,3 +226,78 @@ def test_own_state_dict_round_trips() -> None:
     b.load_state_dict(a.state_dict(), strict=True)
     ids = torch.randint(0, VOCAB, (2, 5))
     assert torch.equal(a(ids), b(ids))
+
+
+# The decoding step, (B, 1) int64 ids on the CPU at an int offset, takes a path of its
+# own (TokenAndPositionEmbedding._step): it must give the unfused pair's values, bit for
+# bit, at every offset up to the table's end and past it, in every dtype.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("offset", [0, 4000, 4999, 5000, 6000])
+def test_decoding_step_equals_unfused_pair(dtype: torch.dtype, batch: int, offset: int) -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB, padding_idx=2).to(dtype)
+    emb, pe = unfused_pair(layer)
+    emb.to(dtype)
+    ids = torch.randint(0, VOCAB, (batch, 1))
+    ids[0, 0] = 2
+    with torch.no_grad():
+        out = layer(ids, offset=offset)
+        assert out.dtype == dtype
+        assert torch.equal(out, pe(emb(ids), offset=offset))
+    # a prompt of several tokens that ends at the table's last row, or one past it
+    ids = torch.randint(0, VOCAB, (batch, 5))
+    for start in (4995, 4996):
+        assert torch.equal(layer(ids, offset=start), pe(emb(ids), offset=start))
+
+
+@pytest.mark.parametrize("bad", [VOCAB, VOCAB + 40, -1])
+def test_decoding_step_names_an_id_out_of_range(bad: int) -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB)
+    with pytest.raises(IndexError, match=rf"token id {bad} is out of range for vocab={VOCAB}"):
+        layer(torch.tensor([[3], [bad]]), offset=4000)
+
+
+@pytest.mark.parametrize(
+    "child", ["embeddings", "embeddings.lut", "positional", "positional.dropout"]
+)
+def test_decoding_step_hooks_on_children_see_the_unfused_calls(child: str) -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB)
+    emb, _ = unfused_pair(layer)
+    seen: list[torch.Tensor] = []
+    layer.get_submodule(child).register_forward_hook(lambda m, i, out: seen.append(out.clone()))
+    ids = torch.randint(0, VOCAB, (2, 1))
+    out = layer(ids, offset=4000)
+    expected = {
+        "embeddings": emb(ids),
+        "embeddings.lut": emb.lut(ids),
+        "positional": out,
+        "positional.dropout": out,
+    }[child]
+    assert len(seen) == 1
+    assert torch.equal(seen[0], expected)
+
+
+def test_decoding_step_global_and_backward_hooks_see_the_unfused_calls() -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB)
+    ids = torch.randint(0, VOCAB, (2, 1))
+    called: list[type] = []
+    handle = nn.modules.module.register_module_forward_pre_hook(
+        lambda m, args: called.append(type(m))
+    )
+    try:
+        layer(ids, offset=4000)
+    finally:
+        handle.remove()
+    assert called == [
+        TokenAndPositionEmbedding,
+        Embeddings,
+        nn.Embedding,
+        PositionalEncoding,
+        nn.Dropout,
+    ]
+    grads: list[torch.Tensor] = []
+    layer.embeddings.lut.register_full_backward_pre_hook(lambda m, go: grads.append(go[0]))
+    with pytest.warns(UserWarning, match="no inputs require gradients"):  # torch's, ids are ints
+        layer(ids, offset=4000).sum().backward()
+    assert len(grads) == 1
+    assert torch.equal(grads[0], torch.full((2, 1, D), math.sqrt(D)))

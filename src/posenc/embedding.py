@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.nn import functional
+from torch.nn.modules import module as _module
 
 from . import _checks, _distributed, _runtime
 from .positional import PositionalEncoding
@@ -220,6 +221,17 @@ class TokenAndPositionEmbedding(nn.Module):
                 ``ids``, ``offset`` or ``positions`` is on another device than
                 the table; a position lies outside the domain ``|p| < 2**62``.
         """
+        if (
+            type(ids) is Tensor
+            and ids.dtype is torch.int64
+            and positions is None
+            and type(offset) is int
+            and ids.dim() == 2
+            and ids.device.type == "cpu"
+        ):
+            fast = self._step(ids, offset)
+            if fast is not None:
+                return fast
         ids = _checks.integer_tensor("token ids", ids, _checks.TOKEN_IDS)
         if ids.dim() not in (1, 2):
             raise ValueError(
@@ -250,6 +262,71 @@ class TokenAndPositionEmbedding(nn.Module):
         # more (B, L, D) allocations.
         out: Tensor = vectors.mul_(emb.scale).add_(rows)
         drop = pe.dropout
+        if drop.training and drop.p > 0:
+            out = functional.dropout(out, drop.p, True, drop.inplace)
+        return out
+
+    def _step(self, ids: Tensor, offset: int) -> Tensor | None:
+        """The fused path for plain int64 CPU ``(B, L)`` ids at an int offset, or None.
+
+        The decoding step's case, with the checks of :meth:`forward` and
+        :meth:`_fusable` read straight from the modules' dicts (no
+        ``nn.Module.__getattr__``). The range of the ids is left to the lookup
+        kernel, which refuses an id outside ``[0, vocab)`` on the CPU; then, and in
+        every case not covered here, this returns None and :meth:`forward` takes the
+        full path, which raises the error that names the id. Same operations, so
+        the same values, as the full path.
+        """
+        children = self._modules
+        emb, pe = children["embeddings"], children["positional"]
+        if type(emb) is not Embeddings or type(pe) is not PositionalEncoding:
+            return None
+        lut, drop = emb._modules["lut"], pe._modules["dropout"]
+        if type(lut) is not nn.Embedding or type(drop) is not nn.Dropout:
+            return None
+        # The dicts _runtime.has_hooks reads (GLOBAL_HOOKS, MODULE_HOOKS), spelled out.
+        if (
+            _module._global_forward_hooks
+            or _module._global_forward_pre_hooks
+            or _module._global_backward_hooks
+            or _module._global_backward_pre_hooks
+        ):
+            return None
+        for m in (emb, lut, pe, drop):
+            if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks:
+                return None
+            if m._backward_pre_hooks:
+                return None
+        length = ids.shape[1]
+        weight = lut._parameters.get("weight")
+        if (
+            weight is None
+            or lut.max_norm is not None  # renormalises rows in place before the lookup
+            or offset < 0
+            or offset + length > pe.max_len
+            or not _runtime.plain(weight)
+            or weight.device.type != "cpu"
+            or torch.compiler.is_compiling()
+            or _runtime.transforming()
+            # private: no public way to ask whether a tensor is wrapped by a transform
+            or torch._C._functorch.is_functorch_wrapped_tensor(ids)
+        ):
+            return None
+        table = pe._buffers.get("pe")  # serves its own dtype (see PositionalEncoding._rows)
+        if table is None or table.dtype is not weight.dtype or table.device != weight.device:
+            tables = pe._table_for(weight.dtype, weight.device)
+            if tables is None:
+                return None
+            table = tables[0]
+        try:
+            vectors = functional.embedding(
+                ids, weight, lut.padding_idx, None, lut.norm_type, lut.scale_grad_by_freq,
+                lut.sparse,
+            )  # fmt: skip
+        except IndexError:
+            return None  # an id out of range: the full path names it
+        # In place, as in forward (see there): the lookup's output is fresh.
+        out: Tensor = vectors.mul_(emb.scale).add_(table[0][offset : offset + length])
         if drop.training and drop.p > 0:
             out = functional.dropout(out, drop.p, True, drop.inplace)
         return out
