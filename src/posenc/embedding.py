@@ -30,7 +30,6 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.nn import functional
-from torch.nn.modules import module as _module
 
 from . import _checks, _distributed, _runtime
 from .positional import PositionalEncoding
@@ -270,33 +269,17 @@ class TokenAndPositionEmbedding(nn.Module):
         """The fused path for plain int64 CPU ``(B, L)`` ids at an int offset, or None.
 
         The decoding step's case, with the checks of :meth:`forward` and
-        :meth:`_fusable` read straight from the modules' dicts (no
-        ``nn.Module.__getattr__``). The range of the ids is left to the lookup
+        :meth:`_fusable` made on the children as :meth:`_plain_children` reads them
+        (no ``nn.Module.__getattr__``). The range of the ids is left to the lookup
         kernel, which refuses an id outside ``[0, vocab)`` on the CPU; then, and in
         every case not covered here, this returns None and :meth:`forward` takes the
         full path, which raises the error that names the id. Same operations, so
         the same values, as the full path.
         """
-        children = self._modules
-        emb, pe = children["embeddings"], children["positional"]
-        if type(emb) is not Embeddings or type(pe) is not PositionalEncoding:
+        found = self._plain_children()
+        if found is None:
             return None
-        lut, drop = emb._modules["lut"], pe._modules["dropout"]
-        if type(lut) is not nn.Embedding or type(drop) is not nn.Dropout:
-            return None
-        # The dicts _runtime.has_hooks reads (GLOBAL_HOOKS, MODULE_HOOKS), spelled out.
-        if (
-            _module._global_forward_hooks
-            or _module._global_forward_pre_hooks
-            or _module._global_backward_hooks
-            or _module._global_backward_pre_hooks
-        ):
-            return None
-        for m in (emb, lut, pe, drop):
-            if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks:
-                return None
-            if m._backward_pre_hooks:
-                return None
+        emb, lut, pe, drop = found
         length = ids.shape[1]
         weight = lut._parameters.get("weight")
         if (
@@ -339,16 +322,28 @@ class TokenAndPositionEmbedding(nn.Module):
         Under a :mod:`torch.func` transform too: the in-place add cannot take a table
         batched by ``vmap`` (positions batched, ids not) into an unbatched lookup.
         """
-        emb, pe = self.embeddings, self.positional
-        children = (emb, emb.lut, pe, pe.dropout)
-        if (
-            type(emb) is not Embeddings
-            or type(emb.lut) is not nn.Embedding
-            or type(pe) is not PositionalEncoding
-            or type(pe.dropout) is not nn.Dropout
-        ):
-            return False
-        return not (_runtime.has_hooks(*children) or _runtime.transforming())
+        return self._plain_children() is not None and not _runtime.transforming()
+
+    def _plain_children(
+        self,
+    ) -> tuple[Embeddings, nn.Embedding, PositionalEncoding, nn.Dropout] | None:
+        """The four children when each is plain and unhooked; else None.
+
+        The children are the embeddings, its lookup, the positional encoding and its
+        dropout: each must be that exact class, with no hook on it or globally. They
+        are read from the modules' own dicts, without ``nn.Module.__getattr__``: the
+        decoding step (:meth:`_step`) asks on every call.
+        """
+        children = self._modules
+        emb, pe = children["embeddings"], children["positional"]
+        if type(emb) is not Embeddings or type(pe) is not PositionalEncoding:
+            return None
+        lut, drop = emb._modules["lut"], pe._modules["dropout"]
+        if type(lut) is not nn.Embedding or type(drop) is not nn.Dropout:
+            return None
+        if _runtime.has_hooks(emb, lut, pe, drop):
+            return None
+        return emb, lut, pe, drop
 
     def _load_from_state_dict(
         self,

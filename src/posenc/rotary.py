@@ -779,9 +779,7 @@ class RotaryEmbedding(DerivedTables):
         the frequencies are those the tables were made with); the rest is computed
         from float64 with the same values.
         """
-        limit = (
-            self.max_len if self.trained_length is None else min(self.max_len, self.trained_length)
-        )
+        limit = self._held_limit
         long = (
             seq_len is not None
             and self.trained_length is not None
@@ -809,6 +807,17 @@ class RotaryEmbedding(DerivedTables):
         cos, sin = _cos_sin(where.tensor(work), freqs, self.attention_factor, dtype)
         return cos.to(device), sin.to(device)
 
+    @property
+    def _held_limit(self) -> int:
+        """The positions the tables serve: ``[0, limit)``.
+
+        ``max_len``, and for dynamic and longrope no further than the trained length
+        (past it the frequencies differ).
+        """
+        if self.trained_length is None:
+            return self.max_len
+        return min(self.max_len, self.trained_length)
+
     def _held_rows(
         self, ids: Tensor, dtype: torch.dtype, device: torch.device
     ) -> tuple[Tensor, Tensor] | None:
@@ -822,13 +831,10 @@ class RotaryEmbedding(DerivedTables):
         """
         if self.position_axes is not None or ids.device != device or not _runtime.readable(ids):
             return None
-        limit = (
-            self.max_len if self.trained_length is None else min(self.max_len, self.trained_length)
-        )
         if ids.numel() == 0:
             return None
         lo, hi = (int(v) for v in torch.aminmax(ids))
-        if lo < 0 or hi >= limit:
+        if lo < 0 or hi >= self._held_limit:
             return None
         tables = self._table_for(dtype, device)
         if tables is None:

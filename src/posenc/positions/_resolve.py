@@ -198,6 +198,15 @@ def _check_device(name: str, t: Tensor, device: torch.device | None, *, scalar_o
     )
 
 
+def _integer_only(name: str, dtype: torch.dtype, what: str) -> TypeError:
+    """The error for floating positions given to a scheme that takes integers only."""
+    return TypeError(
+        f"{name} must be {what}, got dtype {dtype}: this scheme takes integer positions "
+        f"only (fractional positions are RotaryEmbedding's); integral values in a floating "
+        f"tensor convert with {name}.long()"
+    )
+
+
 def as_int64(name: str, t: object, what: str = "an integer tensor") -> Tensor:
     """An integer tensor of any dtype, in the position domain, widened to int64.
 
@@ -205,11 +214,7 @@ def as_int64(name: str, t: object, what: str = "an integer tensor") -> Tensor:
     The one widening of position ids (uint8 to int64 included) for every scheme.
     """
     if isinstance(t, Tensor) and t.dtype.is_floating_point:
-        raise TypeError(
-            f"{name} must be {what}, got dtype {t.dtype}: this scheme takes integer "
-            f"positions only (fractional positions are RotaryEmbedding's); integral values "
-            f"in a floating tensor convert with {name}.long()"
-        )
+        raise _integer_only(name, t.dtype, what)
     t = _checks.integer_tensor(name, t, what)
     check_domain(name, t)
     return t if t.dtype == torch.int64 else t.to(torch.int64)
@@ -284,11 +289,7 @@ def _positions_tensor(
         if wide is not None:
             return wide
     elif isinstance(positions, Tensor) and positions.dtype.is_floating_point:
-        raise TypeError(
-            f"positions must be {shape_text}, got dtype {positions.dtype}: this scheme takes "
-            f"integer positions only (fractional positions are RotaryEmbedding's); integral "
-            f"values in a floating tensor convert with positions.long()"
-        )
+        raise _integer_only("positions", positions.dtype, shape_text)
     _check_device(
         "positions",
         _checks.integer_tensor("positions", positions, shape_text),
