@@ -18,8 +18,9 @@ A scheme supplies:
 - ``_bytes_per_pair(dtype, causal)``: the bytes its temporaries take per pair;
 - ``_placement(dtype, device, tensors)``: the dtype, device and work device of the
   result, from the arguments (its defaults);
-- optionally ``_fill``, when its values cannot always come a block at a time (a
-  learned table under autograd).
+- or, instead of ``_block`` and ``_bytes_per_pair``, its own ``_fill``: T5's fills
+  its buckets by blocks and reads its learned table once; ALiBi's takes a float32
+  path where that is exact and the base's otherwise.
 """
 
 from __future__ import annotations

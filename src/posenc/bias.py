@@ -642,10 +642,8 @@ class RelativePositionBias(RelativeBias):
         out_dtype = _checks.floating_dtype("dtype", weight.dtype if dtype is None else dtype)
         return out_dtype, weight.device, weight.device
 
-    def _bytes_per_pair(self, dtype: torch.dtype, causal: bool) -> int:
-        # The buckets' int64 temporaries (about 48 bytes a pair; causal, a bool more),
-        # and the lookup's values, a number per head.
-        return 48 + causal + self.n_heads * dtype.itemsize
+    # No _bytes_per_pair, _block or _blockwise: _fill below fills the buckets by blocks
+    # itself and looks the table up once, instead of the base's block-by-block values.
 
     def _buckets_of(self, causal: bool) -> Callable[[Tensor], Tensor]:
         """relative_position_bucket, with the boundaries computed once, in ``__init__``.
@@ -669,19 +667,6 @@ class RelativePositionBias(RelativeBias):
         if causal:
             lut = torch.cat([lut, lut.new_full((1, self.n_heads), -math.inf)])
         return lut
-
-    def _block(
-        self, dtype: torch.dtype, work: torch.device, causal: bool
-    ) -> Callable[[Tensor], Tensor]:
-        buckets_of, lut = self._buckets_of(causal), self._lut(dtype, causal)
-
-        def bias(relative: Tensor) -> Tensor:
-            return functional.embedding(buckets_of(relative), lut).movedim(-1, -3)
-
-        return bias
-
-    def _blockwise(self) -> bool:
-        return self._plain_table() and _runtime.plain_eager(self.relative_attention_bias.weight)
 
     def _fill(
         self,
