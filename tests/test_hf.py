@@ -698,3 +698,25 @@ def test_patch_rotary_new_modules_take_the_mode_and_dtype(modeling: ModuleType) 
     assert module.rotary.cos_sin(3)[0].device == model.proj.weight.device
     half = patch_rotary(_StandInModel().to(torch.bfloat16))
     assert _module(half).rotary.cos_sin(3)[0].dtype == torch.bfloat16
+
+
+# One position takes rows of the tables as views when the form copies them anyway
+# (RotaryEmbedding._held_rows, views=True): what a caller gets is still its own.
+@pytest.mark.parametrize("form", ["widened", "repeated", "gptj", "complex"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_position_tables_are_new_tensors_equal_to_a_gathered_batch(
+    form: str, dtype: torch.dtype
+) -> None:
+    table_dtype = torch.float32 if form == "complex" else None
+    hf = HFRotaryEmbedding(RotaryEmbedding(16, max_len=64), form=form, table_dtype=table_dtype)
+    x = torch.zeros(1, 1, 16, dtype=dtype)
+    both = hf(x, torch.tensor([[3, 40]]))  # gathered: index_select
+    one = hf(x, torch.tensor([[40]]))
+    parts = (one,) if form == "complex" else one
+    wanted = (both,) if form == "complex" else both
+    for part, whole in zip(parts, wanted, strict=True):
+        assert torch.equal(part, whole[:, 1:])
+        part.zero_()  # the caller's tensor: the tables do not change
+    again = hf(x, torch.tensor([[40]]))
+    for part, whole in zip((again,) if form == "complex" else again, wanted, strict=True):
+        assert torch.equal(part, whole[:, 1:])

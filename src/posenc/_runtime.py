@@ -31,7 +31,11 @@ from typing import Any, TypeVar
 import torch
 from torch import Tensor, nn
 from torch.autograd import forward_ad
+from torch.compiler import is_compiling as _is_compiling
 from torch.nn.modules import module as _module
+
+# private: no public way to ask whether a tensor is wrapped by a torch.func transform
+_is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
 
 __all__ = [
     "allocation",
@@ -101,11 +105,10 @@ def readable(t: Tensor) -> bool:
     looked up.
     """
     return (
-        plain(t)
-        and t.device.type == "cpu"
-        and not torch.compiler.is_compiling()
-        # private: no public way to ask whether a tensor is wrapped by a transform
-        and not torch._C._functorch.is_functorch_wrapped_tensor(t)
+        (type(t) is Tensor or type(t) is nn.Parameter)  # plain(t), on the hot path
+        and t.is_cpu
+        and not _is_compiling()
+        and not _is_wrapped(t)
     )
 
 
@@ -148,10 +151,20 @@ MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_bac
 
 def has_hooks(*modules: nn.Module) -> bool:
     """Whether a hook is registered on any of ``modules`` or globally, on every module."""
-    # private: nn.Module has hook registration but no public query of what is registered
-    if any(getattr(_module, name, None) for name in GLOBAL_HOOKS):
+    # private: nn.Module has hook registration but no public query of what is registered.
+    # The dicts of GLOBAL_HOOKS and MODULE_HOOKS, written out: the decoding step asks on
+    # every call, and a loop over their names costs microseconds.
+    if (
+        _module._global_forward_hooks
+        or _module._global_forward_pre_hooks
+        or _module._global_backward_hooks
+        or _module._global_backward_pre_hooks
+    ):
         return True
-    return any(getattr(m, name) for m in modules for name in MODULE_HOOKS)
+    for m in modules:
+        if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks:
+            return True
+    return False
 
 
 # -- Constants for torch.compile ----------------------------------------------------------

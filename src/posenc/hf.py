@@ -778,7 +778,8 @@ class HFRotaryEmbedding(nn.Module):
             dtype = torch.float32
         if not multimodal and position_ids.dtype == torch.int64:
             # The decoding step's path: rows gathered from the tables, one range check.
-            held = rotary._held_rows(position_ids, dtype, x.device)
+            # Every form but GPT-J's copies the rows: those may be views.
+            held = rotary._held_rows(position_ids, dtype, x.device, views=self.form != "gptj")
             if held is not None:
                 return _FORMS[self.form](*held)
         batch, length = position_ids.shape[-2:]
@@ -788,14 +789,15 @@ class HFRotaryEmbedding(nn.Module):
         return _FORMS[self.form](cos, sin)
 
     def _rotary(self, layer_type: str | None) -> RotaryEmbedding:
-        if isinstance(self.rotary, RotaryEmbedding):
-            return self.rotary
-        if layer_type is None or layer_type not in self.rotary:
+        rotary = self._modules["rotary"]  # without nn.Module.__getattr__: read every call
+        if isinstance(rotary, RotaryEmbedding):
+            return rotary
+        if layer_type is None or layer_type not in rotary:
             raise ValueError(
                 f"layer_type={layer_type!r}: this module holds the layer types "
-                f"{sorted(self.rotary)}; give one of them"
+                f"{sorted(rotary)}; give one of them"
             )
-        rotary = self.rotary[layer_type]
+        rotary = rotary[layer_type]
         assert isinstance(rotary, RotaryEmbedding)
         return rotary
 

@@ -363,19 +363,22 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tensor:
     """The rotation, on checked arguments."""
     work = torch.promote_types(x.dtype, cos.dtype)
-    cos, sin = cos.to(work), sin.to(work)
+    if cos.dtype is not work:
+        cos, sin = cos.to(work), sin.to(work)
     if not _runtime.plain_eager(x, cos, sin):
         return _rotated(x, cos, sin, layout, work)
     # Eager, no autograd: into one output, a slice of positions at a time on the CPU. Each
-    # slice is multiplied by the widened cos table into the output, then the sin products
-    # are added to each half in place: three passes over data in cache, one rounding.
+    # slice is multiplied by the cos table into the output, then the sin products are
+    # added to each half in place: three passes over data in cache, one rounding.
     rotated, length = 2 * cos.shape[-1], x.shape[-2]
     out = torch.empty_like(x)
-    per_position = math.prod(x.shape[:-2]) * x.shape[-1]
-    step = max(1, _SLICE // max(per_position, 1)) if x.device.type == "cpu" else max(length, 1)
-    if rotated == x.shape[-1] and step >= length:  # one slice, every feature: no views
+    cpu = x.device.type == "cpu"
+    if rotated == x.shape[-1] and (not cpu or length <= 1 or x.numel() <= _SLICE):
+        # one slice, every feature: no views of positions
         _rotate_into(out, x, cos, sin, layout)
         return out
+    per_position = x.numel() // max(length, 1)
+    step = max(1, _SLICE // max(per_position, 1)) if cpu else max(length, 1)
     if rotated < x.shape[-1]:
         out[..., rotated:] = x[..., rotated:]
     for start in range(0, length, step):
@@ -403,27 +406,32 @@ def _split_pairs(t: Tensor, layout: RotaryLayout) -> tuple[Tensor, Tensor]:
     return t[..., 0::2], t[..., 1::2]
 
 
-def _widen(table: Tensor, layout: RotaryLayout) -> Tensor:
-    """One value per feature: each pair's value at both of its features."""
-    if layout == "half":
-        return torch.cat((table, table), dim=-1)
-    return table.repeat_interleave(2, dim=-1)
-
-
 def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> None:
-    work = cos.dtype
-    xw = x if x.dtype == work else x.to(work)
-    acc = (
-        torch.mul(xw, _widen(cos, layout), out=out)
-        if out.dtype == work
-        else xw * _widen(cos, layout)
-    )
-    first, second = _split_pairs(xw, layout)
-    acc_first, acc_second = _split_pairs(acc, layout)
+    """``out = rotate(x)``, computed in ``cos``'s dtype and rounded once to ``out``'s.
+
+    ``x`` and ``out`` are seen as pairs, ``(..., 2, h)`` (half) or ``(..., h, 2)``
+    (interleaved), so that one cos row serves both features of a pair by
+    broadcasting; the first and second features are then views of one unbind.
+    A narrower ``x`` is widened once, exactly, to the work dtype.
+    """
+    work, h = cos.dtype, cos.shape[-1]
+    if layout == "half":
+        split, dim, cos_pairs = (2, h), -2, cos.unsqueeze(-2)
+    else:
+        split, dim, cos_pairs = (h, 2), -1, cos.unsqueeze(-1)
+    out_pairs = out.unflatten(-1, split)
+    if out.dtype is work:
+        pairs = x.unflatten(-1, split)
+        acc = torch.mul(pairs, cos_pairs, out=out_pairs)
+    else:  # widened once: products of mixed dtypes would each widen a copy
+        pairs = x.to(work).unflatten(-1, split)
+        acc = torch.mul(pairs, cos_pairs)
+    first, second = pairs.unbind(dim)
+    acc_first, acc_second = acc.unbind(dim)
     acc_first.addcmul_(second, sin, value=-1)
     acc_second.addcmul_(first, sin)
-    if acc is not out:
-        out.copy_(acc)  # the one rounding to x's dtype
+    if acc is not out_pairs:
+        out_pairs.copy_(acc)  # the one rounding to x's dtype
 
 
 def _rotated(
@@ -819,7 +827,7 @@ class RotaryEmbedding(DerivedTables):
         return min(self.max_len, self.trained_length)
 
     def _held_rows(
-        self, ids: Tensor, dtype: torch.dtype, device: torch.device
+        self, ids: Tensor, dtype: torch.dtype, device: torch.device, *, views: bool = False
     ) -> tuple[Tensor, Tensor] | None:
         """Cos and sin at the int64 ``ids`` ``(B, L)``, new tensors, when the tables hold them.
 
@@ -827,24 +835,50 @@ class RotaryEmbedding(DerivedTables):
         range): None unless every position lies in the rows the tables serve (see
         :meth:`_rows`), and then the rows are gathered. One stream only (not on axes).
         A position in ``[0, limit)`` is in the position domain, so nothing
-        :func:`resolve` refuses is taken here.
+        :func:`resolve` refuses is taken here. ``views``: a caller that copies them
+        anyway may be handed the one row of a single position as views of the tables.
         """
-        if self.position_axes is not None or ids.device != device or not _runtime.readable(ids):
+        if self.position_axes is not None or not _runtime.readable(ids) or device.type != "cpu":
             return None
-        if ids.numel() == 0:
+        single = ids.numel() == 1
+        if single:
+            lo = hi = int(ids.item())
+        elif ids.numel():
+            lo, hi = (int(v) for v in torch.aminmax(ids))
+        else:
             return None
-        lo, hi = (int(v) for v in torch.aminmax(ids))
         if lo < 0 or hi >= self._held_limit:
             return None
         tables = self._table_for(dtype, device)
         if tables is None:
             return None
-        flat = ids.reshape(-1)
         shape = (*ids.shape, tables[0].shape[-1])
+        if single and views:
+            return tables[0][lo : lo + 1].view(shape), tables[1][lo : lo + 1].view(shape)
+        flat = ids.reshape(-1)
         return (
             torch.index_select(tables[0], 0, flat).view(shape),
             torch.index_select(tables[1], 0, flat).view(shape),
         )
+
+    def _held_range(self, x: Tensor, offset: int) -> tuple[Tensor, Tensor] | None:
+        """Cos and sin for ``x`` at the int ``offset``, views of the tables; or None.
+
+        The decoding step's path, taken before the checks of :meth:`forward` only
+        where they would pass and :meth:`_rows` would read these same rows: a
+        floating ``x`` of ``head_dim`` features whose positions ``[offset, offset +
+        L)`` lie in the rows the tables serve (see :meth:`_held_limit`). Every other
+        call, and every error, is :meth:`forward`'s.
+        """
+        if x.dim() < 2 or x.shape[-1] != self.head_dim or not x.is_floating_point():
+            return None
+        end = offset + x.shape[-2]
+        if offset < 0 or end > self._held_limit:
+            return None
+        tables = self._table_for(self._storage_dtype(x.dtype), x.device)
+        if tables is None:
+            return None
+        return tables[0][offset:end], tables[1][offset:end]
 
     def _frequencies(
         self, where: Positions | AxisPositions, device: torch.device, given: int | None = None
@@ -922,6 +956,16 @@ class RotaryEmbedding(DerivedTables):
                 their shapes do not match ``x``; a position is outside the
                 domain (a fractional one NaN or infinite).
         """
+        if (
+            type(offset) is int
+            and positions is None
+            and seq_len is None
+            and type(x) is Tensor
+            and self.position_axes is None
+        ):
+            rows = self._held_range(x, offset)
+            if rows is not None:
+                return _rotate(x, *rows, self.layout)
         x = _checks.rotary_input(x, self.head_dim)
         batch = x.shape[0] if x.dim() >= 3 else None
         where = self._resolve(x.shape[-2], offset, positions, batch, x.device)
