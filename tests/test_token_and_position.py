@@ -301,3 +301,82 @@ def test_decoding_step_global_and_backward_hooks_see_the_unfused_calls() -> None
         layer(ids, offset=4000).sum().backward()
     assert len(grads) == 1
     assert torch.equal(grads[0], torch.full((2, 1, D), math.sqrt(D)))
+
+
+# The decoding step keeps its "no hook" answer until torch makes another hook handle
+# (TokenAndPositionEmbedding._plain_children): a hook registered after decoding steps,
+# a child replaced or a class swapped must still take the unfused calls.
+@pytest.mark.parametrize(
+    "child", ["embeddings", "embeddings.lut", "positional", "positional.dropout", None]
+)
+def test_decoding_step_sees_a_hook_registered_after_earlier_steps(child: str | None) -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB).eval()
+    ids = torch.randint(0, VOCAB, (2, 1))
+    for offset in range(3):
+        layer(ids, offset=offset)  # the answer "no hook" is kept
+    seen: list[str] = []
+    if child is None:
+        handle = nn.modules.module.register_module_forward_hook(
+            lambda m, i, out: seen.append(type(m).__name__)
+        )
+    else:
+        handle = layer.get_submodule(child).register_forward_hook(
+            lambda m, i, out: seen.append(child)
+        )
+    try:
+        layer(ids, offset=3)
+    finally:
+        handle.remove()
+    assert seen == ([child] if child else ["Embedding", "Embeddings", "Dropout",
+                                           "PositionalEncoding", "TokenAndPositionEmbedding"])  # fmt: skip
+    seen.clear()
+    layer(ids, offset=4)  # removed: no hook runs, the fused step again
+    assert seen == []
+
+
+def test_decoding_step_sees_a_child_replaced_or_its_class_swapped() -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB).eval()
+    ids = torch.randint(0, VOCAB, (1, 1))
+    layer(ids, offset=7)
+    calls: list[str] = []
+
+    class Counted(nn.Embedding):
+        def forward(self, input: torch.Tensor) -> torch.Tensor:
+            calls.append("lut")
+            return super().forward(input)
+
+    old = layer.embeddings.lut
+    new = Counted(VOCAB, D)
+    new.load_state_dict(old.state_dict())
+    layer.embeddings.lut = new
+    assert torch.equal(layer(ids, offset=7), unfused_pair(layer)[1](layer.embeddings(ids), offset=7))
+    assert calls == ["lut", "lut"]
+    layer.embeddings.lut = old
+    hooked = nn.Embedding(VOCAB, D)  # its hook registered before the next steps
+    hooked.register_forward_hook(lambda m, i, out: calls.append("hook"))
+    layer(ids, offset=7)
+    layer.embeddings.lut = hooked
+    calls.clear()
+    layer(ids, offset=7)
+    assert calls == ["hook"]
+    layer.embeddings.lut = old
+    layer(ids, offset=7)
+    old.__class__ = Counted  # a class swapped in place, as parametrizations do
+    calls.clear()
+    layer(ids, offset=7)
+    assert calls == ["lut"]
+
+
+def test_decoding_step_answer_is_not_copied_or_pickled() -> None:
+    import copy
+    import pickle
+
+    layer = TokenAndPositionEmbedding(D, VOCAB).eval()
+    layer(torch.tensor([[1]]), offset=2)
+    assert layer._unhooked  # kept, naming the layer's own children
+    for other in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
+        assert other._unhooked == ()
+        seen: list[int] = []
+        other.embeddings.lut.register_forward_hook(lambda m, i, out: seen.append(1))
+        other(torch.tensor([[1]]), offset=2)
+        assert seen == [1]

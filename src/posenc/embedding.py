@@ -29,7 +29,9 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.compiler import is_compiling as _is_compiling
 from torch.nn import functional
+from torch.utils.hooks import RemovableHandle
 
 from . import _checks, _distributed, _runtime
 from .positional import PositionalEncoding
@@ -179,6 +181,9 @@ class TokenAndPositionEmbedding(nn.Module):
         torch.Size([2, 1, 16])
     """
 
+    # What _plain_children found last: (hook handle count, the four children), or ().
+    _unhooked: tuple[Any, ...] = ()
+
     def __init__(
         self,
         d_model: int,
@@ -226,7 +231,7 @@ class TokenAndPositionEmbedding(nn.Module):
             and positions is None
             and type(offset) is int
             and ids.dim() == 2
-            and ids.device.type == "cpu"
+            and ids.is_cpu
         ):
             fast = self._step(ids, offset)
             if fast is not None:
@@ -276,40 +281,39 @@ class TokenAndPositionEmbedding(nn.Module):
         full path, which raises the error that names the id. Same operations, so
         the same values, as the full path.
         """
+        # Outside a torch.func transform no tensor is wrapped by one: ids are plain.
+        if _is_compiling() or _runtime.transforming():
+            return None
         found = self._plain_children()
         if found is None:
             return None
         emb, lut, pe, drop = found
         length = ids.shape[1]
         weight = lut._parameters.get("weight")
+        padding = -1 if lut.padding_idx is None else lut.padding_idx
         if (
             weight is None
             or lut.max_norm is not None  # renormalises rows in place before the lookup
             or offset < 0
             or offset + length > pe.max_len
             or not _runtime.plain(weight)
-            or weight.device.type != "cpu"
-            or torch.compiler.is_compiling()
-            or _runtime.transforming()
-            # private: no public way to ask whether a tensor is wrapped by a transform
-            or torch._C._functorch.is_functorch_wrapped_tensor(ids)
+            or not weight.is_cpu
+            or not -1 <= padding < weight.shape[0]  # a negative index: forward's path
         ):
             return None
         table = pe._buffers.get("pe")  # serves its own dtype (see PositionalEncoding._rows)
-        if table is None or table.dtype is not weight.dtype or table.device != weight.device:
+        # On the CPU, as the weight is: one CPU device, so the same device.
+        if table is None or table.dtype is not weight.dtype or not table.is_cpu:
             tables = pe._table_for(weight.dtype, weight.device)
             if tables is None:
                 return None
             table = tables[0]
-        try:
-            vectors = functional.embedding(
-                ids, weight, lut.padding_idx, None, lut.norm_type, lut.scale_grad_by_freq,
-                lut.sparse,
-            )  # fmt: skip
+        try:  # the kernel functional.embedding calls, with its padding_idx already read
+            vectors = torch.embedding(weight, ids, padding, lut.scale_grad_by_freq, lut.sparse)
         except IndexError:
             return None  # an id out of range: the full path names it
         # In place, as in forward (see there): the lookup's output is fresh.
-        out: Tensor = vectors.mul_(emb.scale).add_(table[0][offset : offset + length])
+        out: Tensor = vectors.mul_(emb.scale).add_(table.narrow(1, offset, length))
         if drop.training and drop.p > 0:
             out = functional.dropout(out, drop.p, True, drop.inplace)
         return out
@@ -333,6 +337,12 @@ class TokenAndPositionEmbedding(nn.Module):
         dropout: each must be that exact class, with no hook on it or globally. They
         are read from the modules' own dicts, without ``nn.Module.__getattr__``: the
         decoding step (:meth:`_step`) asks on every call.
+
+        Eagerly, the answer "no hook" is kept with the count of hook handles torch
+        has made (``RemovableHandle.next_id``): every registration of a module hook,
+        global or not, makes a handle and moves the count on, and then the hook
+        dicts are read again. The kept answer names the children it was found for,
+        and is not pickled or copied (:meth:`__getstate__`).
         """
         children = self._modules
         emb, pe = children["embeddings"], children["positional"]
@@ -341,9 +351,29 @@ class TokenAndPositionEmbedding(nn.Module):
         lut, drop = emb._modules["lut"], pe._modules["dropout"]
         if type(lut) is not nn.Embedding or type(drop) is not nn.Dropout:
             return None
-        if _runtime.has_hooks(emb, lut, pe, drop):
-            return None
+        if _is_compiling():  # nothing kept: a compiled graph would guard on the count
+            return None if _runtime.has_hooks(emb, lut, pe, drop) else (emb, lut, pe, drop)
+        # private: torch's count of the hook handles made, read for the kept answer
+        count = RemovableHandle.next_id
+        kept = self._unhooked
+        if (
+            len(kept) != 5
+            or kept[0] != count
+            or kept[1] is not emb
+            or kept[2] is not lut
+            or kept[3] is not pe
+            or kept[4] is not drop
+        ):
+            if _runtime.has_hooks(emb, lut, pe, drop):
+                return None
+            self._unhooked = (count, emb, lut, pe, drop)
         return emb, lut, pe, drop
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The module's state, without the kept answer of :meth:`_plain_children`."""
+        state: dict[str, Any] = super().__getstate__()  # type: ignore[no-untyped-call]
+        state.pop("_unhooked", None)
+        return state
 
     def _load_from_state_dict(
         self,
