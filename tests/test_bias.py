@@ -912,3 +912,29 @@ def test_multi_headed_attention_bias_shapes() -> None:
     assert mha(x[0], x[0], x[0], bias=ALiBi(2)(5)).shape == (5, 8)  # unbatched
     with pytest.raises(ValueError, match=r"bias of shape \(3, 5, 5\) does not broadcast"):
         mha(x, x, x, bias=ALiBi(3)(5))
+
+
+# Consecutive queries over consecutive keys look each distance up once and copy windows
+# of it (RelativePositionBias._by_distance); with autograd on the table, every pair is
+# looked up. The two must agree, entry for entry, with and without the mask.
+@pytest.mark.parametrize("bidirectional", [True, False])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(
+    ("lengths", "offset"), [((1, 1), 0), ((7, 7), 0), ((3, 40), 37), ((40, 3), -20), ((1, 300), 299)]
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_t5_bias_by_distance_equals_the_lookup_of_every_pair(
+    bidirectional: bool, causal: bool, lengths: tuple[int, int], offset: int, dtype: torch.dtype
+) -> None:
+    torch.manual_seed(0)
+    bias = RelativePositionBias(3, bidirectional=bidirectional, num_buckets=16, max_distance=20)
+    args = dict(offset=offset, causal=causal, dtype=dtype)
+    every_pair = bias(*lengths, **args)  # the table requires grad: a lookup per pair
+    assert every_pair.requires_grad
+    with torch.no_grad():
+        by_distance = bias(*lengths, **args)
+        queries = (torch.arange(lengths[0]) + offset)[None]  # (1, Lq): per sequence
+        gathered = bias(*lengths, positions=queries, causal=causal, dtype=dtype)[0]
+    assert by_distance.shape == (3, *lengths)
+    assert torch.equal(by_distance, every_pair.detach())
+    assert torch.equal(by_distance, gathered)

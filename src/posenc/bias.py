@@ -700,6 +700,10 @@ class RelativePositionBias(RelativeBias):
             peak=(temporaries + result) / result,
         )
         buckets_of = self._buckets_of(lookup_mask)
+        if plain and blocks:
+            by_distance = self._by_distance(q, k, dtype, buckets_of, lookup_mask)
+            if by_distance is not None:
+                return by_distance
         if blocks:
             buckets = torch.empty(shape[:-3] + shape[-2:], dtype=torch.int32, device=device)
             by_blocks(buckets.unsqueeze(-3), q, k, 48 + causal, buckets_of)
@@ -712,6 +716,48 @@ class RelativePositionBias(RelativeBias):
             values = table(buckets).to(dtype)
         out = values.movedim(-1, -3)
         return masked_after(out, relative_positions(q, k)) if causal and not plain else out
+
+    def _by_distance(
+        self,
+        q: Tensor,
+        k: Tensor,
+        dtype: torch.dtype,
+        buckets_of: Callable[[Tensor], Tensor],
+        causal: bool,
+    ) -> Tensor | None:
+        """The bias of consecutive queries over consecutive keys, one lookup per distance.
+
+        When the queries and the keys each sit at consecutive positions (one sequence:
+        ``q = q0, q0 + 1, ...``, ``k = k0, k0 + 1, ...``), a pair's distance is
+        ``k0 - q0 + j - i``: the ``Lq + Lk - 1`` distances are bucketed and looked up
+        once each, ``(H, Lq + Lk - 1)``, and every row of the result is a window of
+        them (``out[h, i, j] = per[h, j - i + Lq - 1]``), written in one copy. The
+        same table entries as a lookup per pair. None where that does not hold: per
+        sequence positions, positions read at a cost (not on the CPU, eagerly), or a
+        table that autograd tracks (its gradient then sums per pair, as always).
+        """
+        weight = self.relative_attention_bias.weight
+        lq, lk = q.shape[-1], k.shape[-1]
+        if (
+            q.dim() != 1
+            or k.dim() != 1
+            or not lq
+            or not lk
+            or (torch.is_grad_enabled() and weight.requires_grad)
+            or not _runtime.readable(q)
+            or not _runtime.readable(k)
+        ):
+            return None
+        q0, k0 = int(q[0]), int(k[0])
+        steps = torch.arange(max(lq, lk), dtype=q.dtype, device=q.device)
+        if not torch.equal(q - q0, steps[:lq]) or not torch.equal(k - k0, steps[:lk]):
+            return None
+        n = lq + lk - 1
+        nearest = k0 - (q0 + lq - 1)  # the last query's distance to the first key
+        distances = torch.arange(nearest, nearest + n, dtype=torch.int64, device=q.device)
+        per = functional.embedding(buckets_of(distances), self._lut(dtype, causal)).T
+        windows = per.contiguous().as_strided((self.n_heads, lq, lk), (n, 1, 1))
+        return windows.flip(-2)  # row i starts at distance index Lq - 1 - i
 
     def unreached_buckets(self, length: int, *, causal: bool = False) -> list[int]:
         """The buckets that no query-key pair of a sequence of ``length`` tokens uses.
