@@ -920,7 +920,8 @@ def test_multi_headed_attention_bias_shapes() -> None:
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(
-    ("lengths", "offset"), [((1, 1), 0), ((7, 7), 0), ((3, 40), 37), ((40, 3), -20), ((1, 300), 299)]
+    ("lengths", "offset"),
+    [((1, 1), 0), ((7, 7), 0), ((3, 40), 37), ((40, 3), -20), ((1, 300), 299)],
 )
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_t5_bias_by_distance_equals_the_lookup_of_every_pair(

@@ -327,8 +327,9 @@ def test_decoding_step_sees_a_hook_registered_after_earlier_steps(child: str | N
         layer(ids, offset=3)
     finally:
         handle.remove()
-    assert seen == ([child] if child else ["Embedding", "Embeddings", "Dropout",
-                                           "PositionalEncoding", "TokenAndPositionEmbedding"])  # fmt: skip
+    everyone = ["Embedding", "Embeddings", "Dropout", "PositionalEncoding",
+                "TokenAndPositionEmbedding"]  # fmt: skip
+    assert seen == ([child] if child else everyone)
     seen.clear()
     layer(ids, offset=4)  # removed: no hook runs, the fused step again
     assert seen == []
@@ -349,7 +350,8 @@ def test_decoding_step_sees_a_child_replaced_or_its_class_swapped() -> None:
     new = Counted(VOCAB, D)
     new.load_state_dict(old.state_dict())
     layer.embeddings.lut = new
-    assert torch.equal(layer(ids, offset=7), unfused_pair(layer)[1](layer.embeddings(ids), offset=7))
+    unfused = unfused_pair(layer)[1](layer.embeddings(ids), offset=7)
+    assert torch.equal(layer(ids, offset=7), unfused)
     assert calls == ["lut", "lut"]
     layer.embeddings.lut = old
     hooked = nn.Embedding(VOCAB, D)  # its hook registered before the next steps
@@ -377,6 +379,6 @@ def test_decoding_step_answer_is_not_copied_or_pickled() -> None:
     for other in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
         assert other._unhooked == ()
         seen: list[int] = []
-        other.embeddings.lut.register_forward_hook(lambda m, i, out: seen.append(1))
+        other.embeddings.lut.register_forward_hook(lambda m, i, out, seen=seen: seen.append(1))
         other(torch.tensor([[1]]), offset=2)
         assert seen == [1]

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from torch import Tensor, nn
@@ -789,7 +789,8 @@ class HFRotaryEmbedding(nn.Module):
         return _FORMS[self.form](cos, sin)
 
     def _rotary(self, layer_type: str | None) -> RotaryEmbedding:
-        rotary = self._modules["rotary"]  # without nn.Module.__getattr__: read every call
+        # Without nn.Module.__getattr__: read on every call.
+        rotary = cast("RotaryEmbedding | nn.ModuleDict", self._modules["rotary"])
         if isinstance(rotary, RotaryEmbedding):
             return rotary
         if layer_type is None or layer_type not in rotary:
@@ -797,9 +798,9 @@ class HFRotaryEmbedding(nn.Module):
                 f"layer_type={layer_type!r}: this module holds the layer types "
                 f"{sorted(rotary)}; give one of them"
             )
-        rotary = rotary[layer_type]
-        assert isinstance(rotary, RotaryEmbedding)
-        return rotary
+        chosen = rotary[layer_type]
+        assert isinstance(chosen, RotaryEmbedding)
+        return chosen
 
 
 def _check_supported(model: nn.Module, what: str) -> Family:

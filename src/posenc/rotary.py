@@ -419,12 +419,12 @@ def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: Rotar
         split, dim, cos_pairs = (2, h), -2, cos.unsqueeze(-2)
     else:
         split, dim, cos_pairs = (h, 2), -1, cos.unsqueeze(-1)
-    out_pairs = out.unflatten(-1, split)
+    out_pairs = torch.unflatten(out, -1, split)
     if out.dtype is work:
-        pairs = x.unflatten(-1, split)
+        pairs = torch.unflatten(x, -1, split)
         acc = torch.mul(pairs, cos_pairs, out=out_pairs)
     else:  # widened once: products of mixed dtypes would each widen a copy
-        pairs = x.to(work).unflatten(-1, split)
+        pairs = torch.unflatten(x.to(work), -1, split)
         acc = torch.mul(pairs, cos_pairs)
     first, second = pairs.unbind(dim)
     acc_first, acc_second = acc.unbind(dim)
