@@ -344,6 +344,11 @@ def rotary(dtype: torch.dtype) -> Section | tuple[str, str]:
     return Section.of(key, f"RoPE, {name}", floor, cases, baseline=baseline, note=note)
 
 
+# Timed calls per round for the calls of tens of microseconds (one token): the median of
+# more calls, so that one slow moment of a shared machine moves a round's figure less.
+TINY_CALLS = 25
+
+
 def peer_sections() -> dict[str, Callable[[], Section | tuple[str, str]]]:
     """The sections of ``peer_cases.py``: the peer's code as the floor, posenc beside it."""
     import peer_cases  # type: ignore[import-not-found]
@@ -358,15 +363,18 @@ def peer_sections() -> dict[str, Callable[[], Section | tuple[str, str]]]:
         )  # fmt: skip
         builders[f"hf-rotary-{name}-1"] = lambda dtype=dtype, name=name: Section.of(
             f"hf-rotary-{name}-1", f"HF rotary_emb, {name}, one token at 4000", "hf",
-            peer_cases.hf_rotary(dtype, 1), note=note + " cos and sin (1, 1, 128).",
+            peer_cases.hf_rotary(dtype, 1), calls=TINY_CALLS,
+            note=note + " cos and sin (1, 1, 128).",
         )  # fmt: skip
         builders[f"decode-{name}-rope"] = lambda dtype=dtype, name=name: Section.of(
             f"decode-{name}-rope", f"Decoding step, RoPE, {name}", "hf",
-            peer_cases.decode_rope(dtype), note=note + " q, k (1, 32, 1, 128) at 4000.",
+            peer_cases.decode_rope(dtype), calls=TINY_CALLS,
+            note=note + " q, k (1, 32, 1, 128) at 4000.",
         )  # fmt: skip
         builders[f"decode-{name}-input"] = lambda dtype=dtype, name=name: Section.of(
             f"decode-{name}-input", f"Decoding step, input layer, {name}", "plain",
-            peer_cases.decode_input(dtype), note=note + " ids (1, 1) at 4000, D = 512.",
+            peer_cases.decode_input(dtype), calls=TINY_CALLS,
+            note=note + " ids (1, 1) at 4000, D = 512.",
         )  # fmt: skip
         builders[f"llama-{name}"] = lambda dtype=dtype, name=name: Section.of(
             f"llama-{name}", f"Small Llama forward, {name}, patch_rotary", "hf",
