@@ -105,7 +105,7 @@ def readable(t: Tensor) -> bool:
     looked up.
     """
     return (
-        (type(t) is Tensor or type(t) is nn.Parameter)  # plain(t), on the hot path
+        plain(t)
         and t.is_cpu
         and not _is_compiling()
         and not _is_wrapped(t)
