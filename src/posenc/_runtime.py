@@ -104,12 +104,7 @@ def readable(t: Tensor) -> bool:
     values is left to the indexing kernel, and positions are computed rather than
     looked up.
     """
-    return (
-        plain(t)
-        and t.is_cpu
-        and not _is_compiling()
-        and not _is_wrapped(t)
-    )
+    return plain(t) and t.is_cpu and not _is_compiling() and not _is_wrapped(t)
 
 
 def transforming() -> bool:
