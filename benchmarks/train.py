@@ -33,7 +33,9 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import json
+import math
 import multiprocessing
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -170,8 +172,9 @@ def chosen_lr(folder: Path, plan: Plan, scheme: str, scale: str) -> float | None
         record = saved(folder, sweep_config(plan, scheme, scale, lr))
         if record is None:
             return None
-        found.append((record["validation"]["1"], lr))
-    return min(found)[1]
+        loss = record["validation"]["1"]
+        found.append((loss if loss is not None and math.isfinite(loss) else math.inf, lr))
+    return min(found)[1]  # a diverged run (nan) is never chosen
 
 
 def sweep_config(plan: Plan, scheme: str, scale: str, lr: float) -> Config:
@@ -292,10 +295,32 @@ def estimate_finetune(plan: Plan, length: int) -> float:
     return steps * per_step + evaluations
 
 
-def estimate(job: Job | Blocked, plan: Plan) -> float:
+Observed = dict[tuple[str, int, int], float]
+
+
+def observed(folder: Path) -> Observed:
+    """Seconds a job took, from the saved runs: the median per (scale, pretraining steps,
+    fine-tuning steps), where 0 fine-tuning steps is a pretraining job."""
+    times: dict[tuple[str, int, int], list[float]] = {}
+    for record in train_analysis.load(folder):
+        config = record.get("config") or {}
+        total = (record.get("time") or {}).get("total_s")
+        if not config or total is None:
+            continue
+        tuned = config["finetune"]["steps"] if config.get("finetune") else 0
+        key = (config["scale"]["name"], config["steps"], tuned)
+        times.setdefault(key, []).append(float(total))
+    return {key: statistics.median(values) for key, values in times.items()}
+
+
+def estimate(job: Job | Blocked, plan: Plan, seen: Observed | None = None) -> float:
+    """A job's seconds: as long as the saved jobs of its kind took, else from STEP_SECONDS."""
     if isinstance(job, Blocked):
         return job.cost
     c = job.config
+    tuned = c.finetune.steps if c.finetune is not None else 0
+    if seen and (c.scale.name, c.steps, tuned) in seen:
+        return seen[(c.scale.name, c.steps, tuned)]
     if c.finetune is not None:
         return estimate_finetune(plan, c.finetune.length)
     return estimate_training(c.scale.name, c.steps, c.scale.L_train)
@@ -311,23 +336,59 @@ def wall_time(costs: Sequence[float], workers: int) -> float:
 
 def describe_plan(found: list[Job | Blocked], plan: Plan, folder: Path, workers: int) -> str:
     remaining = [job for job in found if isinstance(job, Blocked) or not done(folder, job)]
+    seen = observed(folder)
     finished = len(found) - len(remaining)
     groups: dict[tuple[str, str], list[float]] = {}
     for job in remaining:
         scale = job.config.scale.name if isinstance(job, Job) else job.scale
         key = (job.kind, scale)
-        groups.setdefault(key, []).append(estimate(job, plan))
+        groups.setdefault(key, []).append(estimate(job, plan, seen))
     lines = [f"{finished} of {len(found)} jobs done; remaining, estimated at 1 thread a worker:"]
     for (kind, scale), costs in groups.items():
         lines.append(f"  {kind:<8} {scale:<7} {len(costs):3d} jobs  {sum(costs) / 60:7.1f} min")
     blocked = sum(isinstance(job, Blocked) for job in remaining)
-    costs = [estimate(job, plan) for job in remaining]
+    costs = [estimate(job, plan, seen) for job in remaining]
     wall = wall_time(costs, workers) if costs else 0.0
     lines.append(
         f"  total {sum(costs) / 3600:.2f} h of work, about {wall / 3600:.2f} h wall at "
         f"{workers} workers ({blocked} jobs wait for others)"
     )
     return "\n".join(lines)
+
+
+def measure_costs(steps: int = 10) -> str:
+    """Seconds per training step at each scale and fine-tuning length, and per evaluation, at
+    one thread (what STEP_SECONDS, FINETUNE_STEP_SECONDS and EVAL_SECONDS hold)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        lines = ["1 thread; per step (after a warm-up step), and one evaluation (test + passkey):"]
+        data = method.Data.load()
+        cases = [
+            (name, SCALES[name].L_train, scheme)
+            for name in ("small", "long")
+            for scheme in ("rope", "alibi")
+        ]
+        cases.append(("passkey", SCALES["passkey"].L_train, "rope"))
+        cases.append(("passkey", method.FINETUNE_MULTIPLE * SCALES["passkey"].L_train, "rope"))
+        for name, length, scheme in cases:
+            scale = SCALES[name]
+            fraction = method.PASSKEY_FRACTION if name == "passkey" else 0.0
+            cost = method.step_cost(scale, length, steps, fraction, scheme)
+            model = method.Decoder(scheme, scale).eval()
+            start = time.perf_counter()
+            method.evaluate(model, data, "test")
+            if name == "passkey":
+                method.passkey_accuracy(model, 0)
+            evaluation = time.perf_counter() - start
+            rows = method.BATCH * scale.L_train // length
+            lines.append(
+                f"  {name:<8} {scheme:<5} {rows:2d} x {length:4d}: {1000 * cost:7.1f} ms/step, "
+                f"evaluation {evaluation:5.1f} s"
+            )
+        return "\n".join(lines)
+    finally:
+        torch.set_num_threads(before)
 
 
 # -- running ---------------------------------------------------------------------------------
@@ -425,6 +486,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--folder", type=Path, default=None, help=f"the runs (default {FOLDER})")
     parser.add_argument("--plan", action="store_true", help="print what remains; run nothing")
     parser.add_argument("--analyse", action="store_true", help="the verdicts of the saved runs")
+    parser.add_argument("--measure", action="store_true", help="per-step costs at 1 thread")
     parser.add_argument("--schemes", nargs="+", choices=SCHEMES, default=None)
     parser.add_argument("--roles", nargs="+", choices=("sweep", "main", "finetune"))
     parser.add_argument("--scales", nargs="+", choices=tuple(SCALES), default=None)
@@ -442,6 +504,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     folder = args.folder or default
     if args.analyse:
         print(train_analysis.report(train_analysis.load(folder)))
+        return
+    if args.measure:
+        print(measure_costs())
         return
     choose = {
         "schemes": args.schemes,

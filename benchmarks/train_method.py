@@ -56,6 +56,8 @@ MULTIPLES = (1, 2, 4, 8)  # evaluation lengths, in units of L_train
 DATA = "pydoc_data.topics"
 HELD_OUT = 0.1  # the last 10% of the text: validation, then test
 
+METHOD = 1  # the method's version, part of every run's identity
+
 SCHEMES = ("nope", "sinusoid", "learned", "rope", "alibi", "t5", "t5-128")
 # Inference-time scalings of the trained RoPE model (rows "rope+linear", ...): no training.
 SCALINGS = ("linear", "dynamic", "yarn")
@@ -132,6 +134,7 @@ class Config:
     weight_decay: float = WEIGHT_DECAY
     device: str = "cpu"
     data: str = DATA
+    method: int = METHOD  # a change of the method that changes numbers raises it
 
     def identity(self) -> dict[str, Any]:
         """The config as JSON data: a saved run matches this config iff its identity is equal."""
@@ -353,7 +356,9 @@ class Decoder(nn.Module):
     def forward(self, tokens: Tensor) -> Tensor:
         length = tokens.shape[-1]
         x = self.absolute(self.embed(tokens))
-        mask = None if self.bias is None else self.bias(length, causal=True)  # glue: ALiBi, T5
+        mask = None  # glue: ALiBi and T5 build the causal additive mask where x lives
+        if self.bias is not None:
+            mask = self.bias(length, causal=True, device=tokens.device)
         for block in self.blocks:
             x = block(x, self.rope, mask)
         logits: Tensor = self.head(self.ln_f(x))
@@ -680,11 +685,14 @@ def execute_finetune(
     return records
 
 
-def step_cost(scale: Scale, length: int, steps: int = 5, passkey: float = 0.0) -> float:
-    """Seconds per training step of RoPE at ``scale`` and ``length`` (after one warm-up step)."""
+def step_cost(
+    scale: Scale, length: int, steps: int = 5, passkey: float = 0.0, scheme: str = "rope"
+) -> float:
+    """Seconds per training step of ``scheme`` at ``scale`` and ``length``, in batches of as
+    many tokens as pretraining's (after one warm-up step)."""
     data = Data.load()
-    config = Config("rope", 0, 1e-3, "main", scale, steps, passkey=passkey)
-    model = Decoder("rope", scale)
+    config = Config(scheme, 0, 1e-3, "main", scale, steps, passkey=passkey)
+    model = Decoder(scheme, scale)
     optimizer = torch.optim.AdamW(parameter_groups(model, WEIGHT_DECAY), lr=1e-3)
     generator = torch.Generator().manual_seed(0)
     rows = BATCH * scale.L_train // length  # the tokens of a pretraining step

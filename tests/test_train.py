@@ -428,3 +428,19 @@ def test_findings_are_paired_by_seed_and_block() -> None:
     assert by_key["alibi-flat"]["verdict"] == analysis.REPRODUCED
     assert by_key["rope-degrades"]["verdict"] is None  # no RoPE run
     assert analysis.paired(records, ("learned", "8"), ("sinusoid", "8"), scale) is None
+
+
+def test_a_diverged_sweep_run_is_never_chosen(tmp_path: Path) -> None:
+    for job in ready(TINY, tmp_path):
+        loss = {1e-3: 2.0, 3e-3: 1.9, 1e-2: float("nan")}[job.config.lr]
+        fake(tmp_path, job.config, loss)
+    assert train.chosen_lr(tmp_path, TINY, "rope", "small") == 3e-3
+
+
+def test_the_plan_estimates_from_the_saved_runs_times(tmp_path: Path) -> None:
+    job = ready(TINY, tmp_path)[0]
+    fresh = train.estimate(job, TINY, train.observed(tmp_path))
+    assert fresh == train.estimate_training("small", 2, 64)
+    record = {"config": train.normal(job.config.identity()), "time": {"total_s": 123.0}}
+    train.write(tmp_path, record)
+    assert train.estimate(job, TINY, train.observed(tmp_path)) == 123.0
