@@ -67,6 +67,7 @@ class Plan:
     finetune_scalings: tuple[str, ...] = method.FINETUNE_SCALINGS
     finetune_checkpoints: tuple[int, ...] = (0, 50, 200, 1000)
     finetune_from: str = "small"  # the scale whose RoPE rate the passkey model trains at
+    finetune_scale: str = "passkey"  # the pretrained model's scale
     device: str = "cpu"
     lr: dict[str, float] = field(default_factory=dict)  # fixed rates (no sweep), by scheme
 
@@ -216,16 +217,16 @@ def jobs(plan: Plan, folder: Path) -> list[Job | Blocked]:
     if not plan.finetune_scalings:
         return found
     rope_lr = chosen_lr(folder, plan, "rope", plan.finetune_from)
-    passkey = SCALES["passkey"]
+    passkey = SCALES[plan.finetune_scale]
     length = method.FINETUNE_MULTIPLE * passkey.L_train
     last = max(plan.finetune_checkpoints)
     for seed in plan.finetune_seeds:
         if rope_lr is None:
             cost = estimate_training("passkey", plan.finetune_steps, passkey.L_train)
-            found.append(Blocked("main", "passkey", "rope", seed, cost))
+            found.append(Blocked("main", passkey.name, "rope", seed, cost))
             for kind in plan.finetune_scalings:
                 ft_cost = estimate_finetune(plan, length)
-                found.append(Blocked("finetune", "passkey", "rope", seed, ft_cost, kind))
+                found.append(Blocked("finetune", passkey.name, "rope", seed, ft_cost, kind))
             continue
         base = Config(
             "rope",
@@ -241,7 +242,7 @@ def jobs(plan: Plan, folder: Path) -> list[Job | Blocked]:
         for kind in plan.finetune_scalings:
             if saved(folder, base) is None:  # fine-tuning starts from the saved base model
                 ft_cost = estimate_finetune(plan, length)
-                found.append(Blocked("finetune", "passkey", "rope", seed, ft_cost, kind))
+                found.append(Blocked("finetune", passkey.name, "rope", seed, ft_cost, kind))
                 continue
             config = replace(base, finetune=Finetune(kind, last, length))
             outputs = tuple(

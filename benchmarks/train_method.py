@@ -99,6 +99,9 @@ SCALES = {
     "long": Scale("long", layers=2, d_model=64, heads=4, d_ff=256, L_train=256),
     # passkey retrieval needs 4 layers (the prototype: 2 layers never retrieved)
     "passkey": Scale("passkey", layers=4, d_model=64, heads=4, d_ff=256, L_train=64),
+    # the same with head size 32: does PI's slow start come from dividing the one fast pair
+    # that local detail depends on? (the hypothesis; not in the full set)
+    "passkey-h32": Scale("passkey-h32", layers=4, d_model=64, heads=2, d_ff=256, L_train=64),
 }
 
 
