@@ -62,7 +62,7 @@ class Plan:
 
     scales: dict[str, tuple[int, tuple[float, ...], tuple[int, ...]]]
     schemes: tuple[str, ...] = SCHEMES
-    finetune_steps: int = 2000  # pretraining of the passkey model
+    finetune_steps: int = 4000  # pretraining of the passkey model (see PASSKEY below)
     finetune_seeds: tuple[int, ...] = (1, 2, 3)
     finetune_scalings: tuple[str, ...] = method.FINETUNE_SCALINGS
     finetune_checkpoints: tuple[int, ...] = (0, 50, 200, 1000)

@@ -170,6 +170,41 @@ def scales(records: Sequence[dict[str, Any]]) -> list[dict[str, int]]:
     return found
 
 
+Arm = tuple[str, int]  # (scaling, fine-tuning steps)
+
+
+def arm_runs(records: Sequence[dict[str, Any]], arm: Arm) -> dict[int, dict[str, Any]]:
+    """The fine-tuning runs of ``arm``, by seed."""
+    return {
+        r["seed"]: r
+        for r in records
+        if r["finetune"] is not None
+        and r["finetune"]["scaling"] == arm[0]
+        and r["finetune"]["steps"] == arm[1]
+    }
+
+
+def compare_arms(
+    records: Sequence[dict[str, Any]], first: Arm, second: Arm, what: tuple[str, str]
+) -> dict[str, Any] | None:
+    """``first`` - ``second``, paired by seed: the loss at a multiple (``("loss", "4")``, paired
+    by block too) or the passkey accuracy at a distance (``("passkey", "128")``, by seed
+    alone); the mean and its bootstrap interval. None where no seed is shared."""
+    a, b = arm_runs(records, first), arm_runs(records, second)
+    seeds = sorted(set(a) & set(b))
+    if not seeds:
+        return None
+    kind, key = what
+    if kind == "loss":
+        rows = [np.asarray(a[s]["blocks"][key]) - np.asarray(b[s]["blocks"][key]) for s in seeds]
+    elif kind == "passkey":
+        rows = [np.asarray([a[s]["passkey"][key] - b[s]["passkey"][key]]) for s in seeds]
+    else:
+        raise ValueError(f"what must be ('loss', multiple) or ('passkey', distance), got {what}")
+    mean, lo, hi = bootstrap(np.stack(rows))
+    return {"seeds": len(seeds), "mean": round(mean, 4), "interval": [round(lo, 4), round(hi, 4)]}
+
+
 def finetune_table(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per fine-tune scaling and steps: the seeds' losses at 4x and 8x and passkey accuracy per
     distance (mean, min, max over seeds)."""

@@ -444,3 +444,26 @@ def test_the_plan_estimates_from_the_saved_runs_times(tmp_path: Path) -> None:
     record = {"config": train.normal(job.config.identity()), "time": {"total_s": 123.0}}
     train.write(tmp_path, record)
     assert train.estimate(job, TINY, train.observed(tmp_path)) == 123.0
+
+
+def test_finetune_arms_are_compared_by_seed() -> None:
+    def arm(scaling: str, seed: int, accuracy: float, loss: float) -> dict[str, Any]:
+        return {
+            "seed": seed,
+            "finetune": {"scaling": scaling, "steps": 50, "length": 256},
+            "passkey": {"128": accuracy},
+            "blocks": {"4": [loss, loss + 1.0]},
+        }
+
+    records = [arm("yarn", s, 0.9 + 0.01 * s, 1.0 + s) for s in range(3)]
+    records += [arm("linear", s, 0.5 + 0.01 * s, 1.2 + s) for s in range(3)]
+    records.append(arm("linear", 7, 0.0, 9.0))  # no yarn run of seed 7: not paired
+    passkey = analysis.compare_arms(records, ("yarn", 50), ("linear", 50), ("passkey", "128"))
+    assert passkey is not None
+    assert passkey["seeds"] == 3
+    assert passkey["mean"] == pytest.approx(0.4)
+    assert passkey["interval"] == pytest.approx([0.4, 0.4])
+    loss = analysis.compare_arms(records, ("yarn", 50), ("linear", 50), ("loss", "4"))
+    assert loss is not None
+    assert loss["mean"] == pytest.approx(-0.2)
+    assert analysis.compare_arms(records, ("yarn", 200), ("linear", 50), ("loss", "4")) is None
