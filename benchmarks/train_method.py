@@ -547,7 +547,8 @@ def pretrained(config: Config, folder: Path | None) -> tuple[Decoder, Data, dict
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         state = {"identity": _jsonable(base.identity()), "state": model.state_dict()}
-        partial = path.with_suffix(".partial")
+        # two workers may train the same model at once (its cache deleted): a file each
+        partial = path.with_suffix(f".{os.getpid()}.partial")
         torch.save({**state, "summary": summary}, partial)
         partial.replace(path)
     return model, data, summary

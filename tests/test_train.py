@@ -467,3 +467,13 @@ def test_finetune_arms_are_compared_by_seed() -> None:
     assert loss is not None
     assert loss["mean"] == pytest.approx(-0.2)
     assert analysis.compare_arms(records, ("yarn", 200), ("linear", 50), ("loss", "4")) is None
+
+
+def test_build_writes_each_run_once_and_resumes(tmp_path: Path) -> None:
+    # end to end, in the worker pool: one learned-table run of one step, then nothing to do
+    plan = train.Plan(scales={"small": (1, (3e-3,), (1,))}, schemes=("learned",))
+    plan = replace(plan, finetune_scalings=())
+    written = train.build(plan, tmp_path, workers=1)
+    assert [r["scheme"] for r in written] == ["learned"]
+    assert [p.name for p in tmp_path.glob("*.json")] == ["main-small-learned-seed1-lr0.003.json"]
+    assert train.build(plan, tmp_path, workers=1) == []
