@@ -81,14 +81,16 @@ Term = tuple[str, str]  # (scheme, multiple)
 def runs_of(
     records: Sequence[dict[str, Any]], scheme: str, scale: dict[str, int]
 ) -> dict[int, dict[str, Any]]:
-    """The main runs of ``scheme`` at ``scale`` (no fine-tuning), by seed."""
+    """The main runs of ``scheme`` at ``scale`` (no fine-tuning), by seed. ``scale`` is a
+    setting: the schema's scale and the steps (``setting``), so that runs of other lengths
+    of training are never pooled."""
     return {
         r["seed"]: r
         for r in records
         if r["role"] == "main"
         and r["finetune"] is None
         and r["scheme"] == scheme
-        and r["scale"] == scale
+        and setting(r) == scale
         and not r["config"].get("passkey")
     }
 
@@ -161,36 +163,48 @@ def judge(
     }
 
 
+def setting(record: dict[str, Any]) -> dict[str, int]:
+    """What a finding is judged at: the run's scale and its training steps."""
+    return {**record["scale"], "steps": record["steps"]}
+
+
 def scales(records: Sequence[dict[str, Any]]) -> list[dict[str, int]]:
     found: list[dict[str, int]] = []
     for r in records:
         plain = r["role"] == "main" and r["finetune"] is None and not r["config"].get("passkey")
-        if plain and r["scale"] not in found:
-            found.append(r["scale"])
+        if plain and setting(r) not in found:
+            found.append(setting(r))
     return found
 
 
 Arm = tuple[str, int]  # (scaling, fine-tuning steps)
 
 
-def arm_runs(records: Sequence[dict[str, Any]], arm: Arm) -> dict[int, dict[str, Any]]:
-    """The fine-tuning runs of ``arm``, by seed."""
+def arm_runs(
+    records: Sequence[dict[str, Any]], arm: Arm, pretrained: int | None = None
+) -> dict[int, dict[str, Any]]:
+    """The fine-tuning runs of ``arm`` (of models pretrained ``pretrained`` steps), by seed."""
     return {
         r["seed"]: r
         for r in records
         if r["finetune"] is not None
+        and (pretrained is None or r["steps"] == pretrained)
         and r["finetune"]["scaling"] == arm[0]
         and r["finetune"]["steps"] == arm[1]
     }
 
 
 def compare_arms(
-    records: Sequence[dict[str, Any]], first: Arm, second: Arm, what: tuple[str, str]
+    records: Sequence[dict[str, Any]],
+    first: Arm,
+    second: Arm,
+    what: tuple[str, str],
+    pretrained: int | None = None,
 ) -> dict[str, Any] | None:
     """``first`` - ``second``, paired by seed: the loss at a multiple (``("loss", "4")``, paired
     by block too) or the passkey accuracy at a distance (``("passkey", "128")``, by seed
     alone); the mean and its bootstrap interval. None where no seed is shared."""
-    a, b = arm_runs(records, first), arm_runs(records, second)
+    a, b = arm_runs(records, first, pretrained), arm_runs(records, second, pretrained)
     seeds = sorted(set(a) & set(b))
     if not seeds:
         return None
@@ -205,13 +219,13 @@ def compare_arms(
     return {"seeds": len(seeds), "mean": round(mean, 4), "interval": [round(lo, 4), round(hi, 4)]}
 
 
-def finetune_table(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per fine-tune scaling and steps: the seeds' losses at 4x and 8x and passkey accuracy per
-    distance (mean, min, max over seeds)."""
+def finetune_table(records: Sequence[dict[str, Any]], pretrained: int) -> dict[str, Any]:
+    """Per fine-tune scaling and steps, of models pretrained ``pretrained`` steps: the seeds'
+    losses at 4x and 8x and passkey accuracy per distance (mean, min, max over seeds)."""
     table: dict[str, Any] = {}
     for r in records:
         ft = r["finetune"]
-        if ft is None:
+        if ft is None or r["steps"] != pretrained:
             continue
         entry = table.setdefault(ft["scaling"], {}).setdefault(str(ft["steps"]), [])
         entry.append(r)
@@ -244,7 +258,10 @@ def analyse(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             {"scale": scale, "results": [judge(records, f, scale) for f in FINDINGS]}
             for scale in scales(records)
         ],
-        "finetune": finetune_table(records),
+        "finetune": {
+            str(steps): finetune_table(records, steps)
+            for steps in sorted({r["steps"] for r in records if r["finetune"] is not None})
+        },
     }
 
 
@@ -256,7 +273,7 @@ def report(records: Sequence[dict[str, Any]]) -> str:
     for block in result["findings"]:
         scale = block["scale"]
         lines.append(f"scale: {scale['layers']} layers, d_model {scale['d_model']}, "
-                     f"L_train {scale['L_train']}")  # fmt: skip
+                     f"L_train {scale['L_train']}, {scale['steps']} steps")  # fmt: skip
         for row in block["results"]:
             if row["verdict"] is None:
                 lines.append(f"  {row['key']:<20} n/a")
@@ -267,13 +284,16 @@ def report(records: Sequence[dict[str, Any]]) -> str:
                 f"[{lo:+.3f}, {hi:+.3f}] ({row['seeds']} seeds x {row['blocks']} blocks): "
                 f"{texts[row['key']]}"
             )
-    for scaling, by_steps in result["finetune"].items():
-        for steps, cell in sorted(by_steps.items(), key=lambda item: int(item[0])):
-            keys = " ".join(f"{d}:{v['mean']:.2f}" for d, v in cell["passkey"].items())
-            lines.append(
-                f"fine-tune {scaling:<7} {steps:>4} steps: loss 4x {cell['loss_4x']['mean']:.3f} "
-                f"8x {cell['loss_8x']['mean']:.3f}; passkey {keys} ({len(cell['seeds'])} seeds)"
-            )
+    for pretrained, table in result["finetune"].items():
+        lines.append(f"fine-tuning, from models pretrained {pretrained} steps:")
+        for scaling, by_steps in table.items():
+            for steps, cell in sorted(by_steps.items(), key=lambda item: int(item[0])):
+                keys = " ".join(f"{d}:{v['mean']:.2f}" for d, v in cell["passkey"].items())
+                lines.append(
+                    f"  {scaling:<7} {steps:>4} steps: loss 4x {cell['loss_4x']['mean']:.3f} "
+                    f"8x {cell['loss_8x']['mean']:.3f}; passkey {keys} "
+                    f"({len(cell['seeds'])} seeds)"
+                )
     return "\n".join(lines) if lines else "no saved runs"
 
 

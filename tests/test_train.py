@@ -397,14 +397,16 @@ def test_bootstrap_and_verdict_on_data_whose_answer_is_known() -> None:
 
 def test_findings_are_paired_by_seed_and_block() -> None:
     scale = {"layers": 2, "d_model": 64, "L_train": 64}
+    at = {**scale, "steps": 2000}
 
-    def run(scheme: str, seed: int, blocks: dict[str, Any]) -> dict[str, Any]:
+    def run(scheme: str, seed: int, blocks: dict[str, Any], steps: int = 2000) -> dict[str, Any]:
         return {
             "scheme": scheme,
             "seed": seed,
             "role": "main",
             "finetune": None,
             "scale": scale,
+            "steps": steps,
             "config": {"passkey": 0.0},
             "blocks": blocks,
         }
@@ -418,16 +420,20 @@ def test_findings_are_paired_by_seed_and_block() -> None:
         records.append(run("alibi", seed, alibi))
         records.append(run("sinusoid", seed, sinusoid))
     records.append(run("learned", 0, {"1": [1.0, 2.0], "8": None}))
-    d = analysis.paired(records, ("alibi", "1"), ("sinusoid", "1"), scale)
+    # a run of other steps (a quick run, say) is another setting: never paired with these
+    records.append(run("alibi", 9, {"1": [9.0, 9.0], "4": [9.0, 9.0], "8": [9.0, 9.0]}, 300))
+    d = analysis.paired(records, ("alibi", "1"), ("sinusoid", "1"), at)
     assert d is not None
     assert d.shape == (5, 2)
     assert np.allclose(d, -0.1)
-    by_key = {row["key"]: row for row in analysis.analyse(records)["findings"][0]["results"]}
+    findings = analysis.analyse(records)["findings"]
+    assert [block["scale"]["steps"] for block in findings] == [2000, 300]
+    by_key = {row["key"]: row for row in findings[0]["results"]}
     assert by_key["alibi-vs-sinusoid"]["verdict"] == analysis.REPRODUCED
     assert by_key["sinusoid-degrades"]["verdict"] == analysis.REPRODUCED
     assert by_key["alibi-flat"]["verdict"] == analysis.REPRODUCED
     assert by_key["rope-degrades"]["verdict"] is None  # no RoPE run
-    assert analysis.paired(records, ("learned", "8"), ("sinusoid", "8"), scale) is None
+    assert analysis.paired(records, ("learned", "8"), ("sinusoid", "8"), at) is None
 
 
 def test_a_diverged_sweep_run_is_never_chosen(tmp_path: Path) -> None:
