@@ -647,8 +647,11 @@ def execute_finetune(
     config: Config, checkpoints: Sequence[int], folder: Path | None = None
 ) -> list[dict[str, Any]]:
     """Fine-tune ``config``'s pretrained model with its scaling, recording it after each number
-    of steps in ``checkpoints`` (0: the scaling alone). The learning rate is constant, so the
-    model after n of N steps is the model of a run of n steps: one run gives every arm."""
+    of steps in ``checkpoints`` (0: the scaling alone). Fine-tuning continues at the
+    pretraining rate, constant (pretraining has no decay to undo), on ``ft.batch`` rows of
+    ``ft.length`` bytes (the tokens of a pretraining step), half of them passkey examples as in
+    pretraining; so the model after n of N steps is the model of a run of n steps: one run gives
+    every arm."""
     assert config.finetune is not None
     ft = config.finetune
     model, data, summary = pretrained(config, folder)
