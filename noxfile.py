@@ -206,10 +206,13 @@ def bench(session: nox.Session) -> None:
 
 @nox.session(reuse_venv=True)
 def train(session: nox.Session) -> None:
-    """The trained comparison of the schemes (tens of minutes): results/train-cpu.json.
+    """The trained comparison (hours, resumable): one file a run in benchmarks/results/train/.
 
-    Three seeds of every scheme, in two single-thread worker processes, a line per run.
-    One seed and 300 steps (under 2 minutes): ``nox -s train -- --quick --out FILE``.
+    Runs already saved with the same config are skipped, so the set is built over several
+    sittings; two single-thread worker processes, a line per run. ``-- --plan`` prints what
+    remains and its estimated time; ``--schemes``, ``--roles``, ``--scales``, ``--scalings``
+    choose a part; ``--analyse`` prints the findings' verdicts. The pipeline on a short budget
+    (one seed, 300 steps, a short fine-tune; ~1-2 minutes): ``nox -s train -- --quick --out FILE``.
     """
     install(session, "train")  # the data ships with CPython: nothing is downloaded
     session.run("python", "benchmarks/train.py", *session.posargs)
