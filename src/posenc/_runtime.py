@@ -44,6 +44,7 @@ __all__ = [
     "default_device",
     "default_dtype",
     "empty",
+    "fast_path",
     "has_hooks",
     "plain",
     "plain_eager",
@@ -160,6 +161,54 @@ def has_hooks(*modules: nn.Module) -> bool:
         if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks:
             return True
     return False
+
+
+def fast_path(*tensors: Tensor, modules: tuple[nn.Module, ...] = ()) -> bool:
+    """Whether a fast path may run on ``tensors`` inside ``modules``: the one predicate.
+
+    A fast path (a fused in-place add, a view of a table served without a copy, a
+    storage compared, a table derived and kept for later calls) gives the values of
+    the readable path only where nothing else watches or records the operations.
+    True only when all of these hold:
+
+    - eager: not under :func:`torch.compile` (a graph records the operations);
+    - no :mod:`torch.func` transform active (``vmap``, ``grad``, ``jvp``,
+      ``functionalize``, and their compositions), no forward-mode AD level open,
+      and none of ``tensors`` wrapped by a transform: a wrapped tensor has no
+      storage to compare, and ``vmap`` has no rule for some in-place writes;
+    - each of ``tensors`` a plain tensor (:func:`plain`): a tensor subclass
+      (DTensor, a fake or functional tensor) decides itself what an operation
+      does, and may hand out a copy where a view is expected;
+    - no module hook registered globally, nor on any of ``modules`` (a hook could
+      hold a tensor the fast path writes into, or expect to see a child called);
+    - no ``forward`` replaced on the instance of any of ``modules`` (``"forward"``
+      in its ``__dict__``: what accelerate's ``add_hook_to_module`` does for device
+      maps and offloading), whose replacement the fast path would bypass.
+
+    The module's class is the caller's to check: a subclass may override
+    ``forward`` on the class.
+
+    Args:
+        tensors: The tensors the fast path reads or writes.
+        modules: The modules whose forward the fast path stands in for.
+
+    Returns:
+        Whether the fast path gives exactly what the modules' own calls would.
+    """
+    # private: no public predicate for "a functorch transform is running", no public
+    # getter for the current dual level (-1 outside dual_level())
+    if (
+        _is_compiling()
+        or torch._C._are_functorch_transforms_active()
+        or forward_ad._current_level >= 0
+    ):
+        return False
+    for t in tensors:
+        if not (type(t) is Tensor or type(t) is nn.Parameter) or _is_wrapped(t):
+            return False
+    if has_hooks(*modules):
+        return False
+    return all("forward" not in m.__dict__ for m in modules)
 
 
 # -- Constants for torch.compile ----------------------------------------------------------

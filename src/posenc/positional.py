@@ -249,6 +249,53 @@ class PositionalEncoding(DerivedTables):
         (rows,) = self._fresh(self._rows(where, dtype, device))
         return rows
 
+    def add_encoding_(self, out: Tensor, where: Positions) -> Tensor:
+        """Add the rows at ``where`` into ``out``, in place, and return ``out``.
+
+        The sum :meth:`forward` computes, ``out + PE[positions]`` rounding for
+        rounding, written into ``out`` instead of a new tensor: what a layer that
+        owns a fresh ``out`` (:class:`~posenc.TokenAndPositionEmbedding`'s lookup)
+        uses to add the encoding without a second ``(B, L, D)`` allocation. The rows
+        come from :attr:`pe` where it holds them for ``out``'s dtype, else from
+        float64, rounded once; the table is read, never handed out. No dropout.
+
+        Args:
+            out: Token vectors, ``(B, L, D)`` or ``(L, D)``, written in place.
+            where: The positions of its L tokens, as
+                :func:`~posenc.positions.resolve` returns them (checked there).
+
+        Returns:
+            ``out``.
+
+        Shapes:
+            - out: ``(B, L, D)`` or ``(L, D)``; any floating dtype
+            - output: ``out`` itself
+
+            B is the batch size, L the sequence length, D = ``d_model``.
+
+        Raises:
+            ValueError: the last dimension of ``out`` is not ``d_model``, or its
+                length is not ``where.length``.
+
+        Example:
+            >>> import torch
+            >>> from posenc import PositionalEncoding
+            >>> from posenc.positions import resolve
+            >>> pe = PositionalEncoding(4)
+            >>> x = torch.zeros(1, 2, 4)
+            >>> pe.add_encoding_(x, resolve(2, offset=1)) is x
+            True
+            >>> torch.equal(x[0], pe.encoding(2, offset=1))
+            True
+        """
+        shape = out.shape
+        if len(shape) < 2 or shape[-1] != self.d_model or shape[-2] != where.length:
+            raise ValueError(
+                f"out must have shape (B, L, {self.d_model}) or (L, {self.d_model}) with "
+                f"L = {where.length} (d_model and the positions' length), got {tuple(shape)}"
+            )
+        return out.add_(self._rows(where, out.dtype, out.device))
+
     def _rows(self, where: Positions, dtype: torch.dtype, device: torch.device) -> Tensor:
         """The table's rows at ``where``, possibly a view of :attr:`pe`: read, never written.
 
