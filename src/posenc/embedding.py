@@ -133,10 +133,15 @@ class TokenAndPositionEmbedding(nn.Module):
     ``TokenAndPositionEmbedding(d_model, vocab, dropout, max_len)`` computes
     ``PositionalEncoding(Embeddings(ids))`` with the same values, options and
     errors as the two modules, in fewer passes over memory: it scales and adds
-    in place, into the lookup's fresh output. When a hook is registered on it
-    or on any child (``embeddings``, ``embeddings.lut``, ``positional``,
-    ``positional.dropout``), or globally, it calls the two children one after
-    the other instead, so every hook sees what it would see on the unfused pair.
+    in place, into the lookup's fresh output. When a hook is registered on any
+    child (``embeddings``, ``embeddings.lut``, ``positional``,
+    ``positional.dropout``) or globally, when a child's ``forward`` is replaced
+    on its instance (as accelerate's ``add_hook_to_module`` does), and under
+    :func:`torch.compile` or a :mod:`torch.func` transform, it calls the two
+    children one after the other instead, so every hook and every replaced
+    ``forward`` sees what it would see on the unfused pair. A ``padding_idx``
+    set on ``embeddings.lut`` later is read as :class:`torch.nn.Embedding`
+    reads it (-1 is the last row).
 
     Checkpoints: its state dict holds ``embeddings.lut.weight`` only. One saved
     from the Annotated Transformer's ``nn.Sequential(Embeddings(d_model, vocab),
