@@ -720,3 +720,40 @@ def test_one_position_tables_are_new_tensors_equal_to_a_gathered_batch(
     again = hf(x, torch.tensor([[40]]))
     for part, whole in zip((again,) if form == "complex" else again, wanted, strict=True):
         assert torch.equal(part, whole[:, 1:])
+
+
+def test_exact_rotation_hold_never_travels_in_a_copy_or_a_pickle(modeling: ModuleType) -> None:
+    import copy
+    import io
+    import pickle
+
+    model = patch_rotary(_StandInModel())
+    x, positions = torch.zeros(1, 3, 32, dtype=torch.bfloat16), torch.tensor([[0, 1, 2]])
+
+    def saved(module: torch.nn.Module) -> torch.nn.Module:
+        buffer = io.BytesIO()
+        torch.save(module, buffer)
+        buffer.seek(0)
+        loaded: torch.nn.Module = torch.load(buffer, weights_only=False)
+        return loaded
+
+    with exact_rotation(model):
+        copies = [
+            _module(copy.deepcopy(model)),
+            copy.deepcopy(_module(model)),
+            copy.copy(_module(model)),
+            pickle.loads(pickle.dumps(_module(model))),
+            saved(_module(model)),
+        ]
+        assert _module(model).exact  # the original keeps the block's hold
+        assert _module(model)(x, positions)[0].dtype == torch.float32
+        for other in copies:
+            assert not other.exact
+            cos, sin = other(x, positions)
+            assert (cos.dtype, sin.dtype) == (torch.bfloat16, torch.bfloat16)
+    assert not _module(model).exact
+    for other in copies:  # after the block: as any module outside one
+        assert torch.equal(other(x, positions)[0], _module(model)(x, positions)[0])
+        with exact_rotation(model):
+            pass  # a later block on the original leaves the copies as they are
+        assert not other.exact

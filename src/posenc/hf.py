@@ -672,7 +672,8 @@ class HFRotaryEmbedding(nn.Module):
         form: The form of the tables.
         table_dtype: Their dtype, or None for the input's.
         exact: Whether half-precision inputs get float32 tables (set by
-            :func:`exact_rotation`, while any of its handles on the module is active).
+            :func:`exact_rotation`, while any of its handles on the module is
+            active). Never copied or pickled: a copy starts without it.
 
     Raises:
         ValueError: ``form`` is not one of the four.
@@ -726,6 +727,19 @@ class HFRotaryEmbedding(nn.Module):
         self.exact: bool = False
         # How many active exact_rotation handles hold this module: exact while any does.
         self._exact_holds: int = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The module's state for a copy or a pickle, without :func:`exact_rotation`'s hold.
+
+        The hold belongs to the handles of the block it was taken in, which a copy
+        does not have: a copy made inside ``with exact_rotation(model)`` (a
+        :func:`copy.deepcopy`, :func:`torch.save`, a pickle) gives tables in the
+        input's dtype, as outside any block, whatever the original still does.
+        """
+        state: dict[str, Any] = super().__getstate__()  # type: ignore[no-untyped-call]
+        state["exact"] = False
+        state["_exact_holds"] = 0
+        return state
 
     def extra_repr(self) -> str:
         """The form (and a fixed table dtype), shown in the module's repr."""
