@@ -273,9 +273,18 @@ def memory_of(device: torch.device) -> int | None:
     return None
 
 
+def _count(shape: tuple[int, ...]) -> int:
+    """The elements of a tensor of ``shape``, counted in Python ints.
+
+    Sizes given as NumPy's integers (``np.uint8(200)``) would otherwise multiply in
+    their own width, and wrap.
+    """
+    return math.prod(int(n) for n in shape)
+
+
 def size(shape: tuple[int, ...], dtype: torch.dtype) -> str:
     """``'2.05 TB (1000000000 × 512 torch.float32)'``: the bytes, then the shape and dtype."""
-    nbytes = math.prod(shape) * dtype.itemsize
+    nbytes = _count(shape) * dtype.itemsize
     return f"{human(nbytes)} ({' × '.join(map(str, shape))} {dtype})"
 
 
@@ -297,7 +306,7 @@ def allocation(
     """
     if torch.compiler.is_compiling():  # sizes are symbolic there, and the graph is built
         return
-    nbytes = math.prod(shape) * dtype.itemsize
+    nbytes = _count(shape) * dtype.itemsize
     limit = memory_of(device)
     if limit is not None and nbytes * peak > limit:
         needs = size(shape, dtype)
