@@ -1,5 +1,12 @@
 """Where and how work runs: devices, dtypes, the eager/compile/transform predicates, memory.
 
+:func:`fast_path` is the one predicate a module's fast path asks (a fused in-place
+add, a view served without a copy, a storage compared, a table kept): plain tensors,
+eagerly, no :mod:`torch.func` transform, no hook and no ``forward`` replaced on the
+modules involved. :func:`readable` (may values be read for free) and
+:func:`plain_eager` (may a result be written into with ``out=``) answer the narrower
+questions of kernels and checks.
+
 This is the one module of posenc that reads torch's private API. Each use says in a
 line why no public API does the job, and ``tests/test_runtime.py`` fails loudly, naming
 the attribute, when a torch release moves one:
