@@ -234,13 +234,20 @@ def test_vmap_over_fractional_positions_and_grad_inside_it(name: str) -> None:
 
 
 def test_a_transform_leaves_no_kept_table_behind() -> None:
-    # a half-precision table derived under a transform would be wrapped by it, and
-    # kept past it: under one, the rows are computed and nothing is kept
+    # A half-precision table derived under a transform would be wrapped by it, and kept
+    # past it (functionalize's wrapper then fails the next eager call): under one, the
+    # rows are computed and nothing is kept. Positions from an int offset reach the
+    # tables (batched ones are computed anyway).
     pe, rope = PositionalEncoding(8, max_len=16), _rope()
+    x = torch.randn(2, 3, 8).bfloat16()
+    functionalize(lambda t: pe(t, offset=2))(x[0])
+    functionalize(lambda t: rope(t, offset=2))(x[0])
+    vmap(lambda t: pe(t, offset=2))(x)
     vmap(lambda p: pe.encoding(3, positions=p, dtype=torch.bfloat16))(ROWS)
     vmap(lambda p: rope.cos_sin(3, positions=p, dtype=torch.bfloat16)[0])(ROWS)
-    functionalize(lambda p: pe.encoding(3, positions=p, dtype=torch.float16))(ROWS[0])
     assert pe._kept == {}
     assert rope._kept == {}
-    pe.encoding(3, positions=ROWS[0], dtype=torch.bfloat16)  # eagerly: kept
+    fresh = PositionalEncoding(8, max_len=16)
+    assert torch.equal(pe(x[0], offset=2), fresh(x[0], offset=2))  # eagerly: kept
     assert set(pe._kept) == {torch.bfloat16}
+    assert torch.equal(rope(x[0], offset=2), _rope()(x[0], offset=2))
