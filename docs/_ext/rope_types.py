@@ -50,7 +50,8 @@ class RopeTypeNames(SphinxRole):
         names = rope_config.ROPE_TYPES if key == "*" else rope_config.reading(key)
         if not names:
             raise ExtensionError(f":rope-types: no rope type reads the key {key!r}")
-        text = repr(names) if key == "*" else ", ".join(f'"{name}"' for name in names)
+        quoted = ", ".join(f'"{name}"' for name in names)
+        text = f"({quoted})" if key == "*" else quoted
         return [nodes.literal(text, text)], []
 
 
