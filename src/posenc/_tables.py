@@ -95,7 +95,7 @@ class DerivedTables(nn.Module):
         # From the buffers' dict, as nn.Module.__getattr__ would find them, without its
         # cost (microseconds a call): the decoding step asks on every call.
         buffers = self._buffers
-        return tuple(buffers[name] for name in self._table_names)  # type: ignore[misc]
+        return tuple([buffers[name] for name in self._table_names])  # type: ignore[misc]
 
     def reset_parameters(self) -> None:
         """Derive the tables again, in the dtype that serves the module's, on their device.
