@@ -24,7 +24,8 @@ import posenc
 matplotlib.use("agg")
 
 HERE = Path(__file__).parent.resolve()
-sys.path.insert(0, str(HERE / "_ext"))  # gallery_hooks, bench_results, train_results, i18n_site
+sys.path.insert(0, str(HERE / "_ext"))  # gallery_hooks, bench_results, train_results, i18n_site,
+# rope_types
 
 from i18n_site import REUSE_EXAMPLES  # noqa: E402 (from _ext/, put on the path above)
 
@@ -46,6 +47,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "bench_results",  # _ext/: the saved benchmark run as tables
     "train_results",  # _ext/: the saved trained comparison as tables, its claims checked
+    "rope_types",  # _ext/: the rope types' lists, written from posenc.rope_config's records
     "i18n_site",  # _ext/: the language switcher, the untranslated-page notice, figures
 ]
 

@@ -15,7 +15,9 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
+from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -587,3 +589,267 @@ def test_the_sinusoid_and_timesteps_refuse_integers_outside_the_domain(
     assert torch.equal(
         posenc.sinusoidal_table(edge, 8)[1, 1::2], posenc.sinusoidal_table(edge, 8)[0, 1::2]
     )
+
+
+# -- NumPy's integers: every integer argument of the public API ----------------------------
+# One test of what an integer is (_checks.as_integer): an int, NumPy's integers, a 0-d
+# integer tensor; never a bool or a float. Each case calls one argument with a value v;
+# NumPy's integers must give what the same int gives.
+
+T = torch.tensor
+Q = torch.ones(2, 3, 4, 8)
+
+
+def _module_out(module: nn.Module) -> object:
+    return (repr(module), [t.clone() for t in module.state_dict().values()])
+
+
+def _seeded(cls: type, *args: object, **kwargs: object) -> nn.Module:
+    torch.manual_seed(0)
+    return cls(*args, **kwargs)  # type: ignore[no-any-return]
+
+
+def _zero_t5() -> posenc.RelativePositionBias:
+    torch.manual_seed(0)
+    return posenc.RelativePositionBias(2)
+
+
+def _learned() -> posenc.LearnedPositionalEmbedding:
+    torch.manual_seed(0)
+    return posenc.LearnedPositionalEmbedding(8, 4)
+
+
+def _layer() -> posenc.TokenAndPositionEmbedding:
+    torch.manual_seed(0)
+    return posenc.TokenAndPositionEmbedding(4, 10)
+
+
+def _dynamic() -> posenc.RotaryEmbedding:
+    return posenc.RotaryEmbedding(
+        8, scaling={"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 2}
+    )
+
+
+INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
+    ("ALiBi.__init__", "n_heads"): lambda v: posenc.ALiBi(v)(3),
+    ("ALiBi.forward", "query_length"): lambda v: posenc.ALiBi(2)(v),
+    ("ALiBi.forward", "key_length"): lambda v: posenc.ALiBi(2)(3, v),
+    ("ALiBi.forward", "batch"): lambda v: posenc.ALiBi(2)(3, offset=T([1, 2, 3]), batch=v),
+    ("KERPLE.__init__", "n_heads"): lambda v: _module_out(_seeded(posenc.KERPLE, v)),
+    ("KERPLE.forward", "query_length"): lambda v: _seeded(posenc.KERPLE, 2)(v),
+    ("KERPLE.forward", "key_length"): lambda v: _seeded(posenc.KERPLE, 2)(3, v),
+    ("KERPLE.forward", "batch"): lambda v: _seeded(posenc.KERPLE, 2)(
+        3, offset=T([1, 2, 3]), batch=v
+    ),
+    ("RelativePositionBias.__init__", "n_heads"): lambda v: _module_out(
+        _seeded(posenc.RelativePositionBias, v)
+    ),
+    ("RelativePositionBias.__init__", "num_buckets"): lambda v: _module_out(
+        _seeded(posenc.RelativePositionBias, 2, num_buckets=v + 5)
+    ),
+    ("RelativePositionBias.__init__", "max_distance"): lambda v: repr(
+        posenc.RelativePositionBias(2, max_distance=v + 30)
+    ),
+    ("RelativePositionBias.forward", "query_length"): lambda v: _zero_t5()(v),
+    ("RelativePositionBias.forward", "key_length"): lambda v: _zero_t5()(3, v),
+    ("RelativePositionBias.forward", "batch"): lambda v: _zero_t5()(
+        3, offset=T([1, 2, 3]), batch=v
+    ),
+    ("Embeddings.__init__", "d_model"): lambda v: repr(posenc.Embeddings(v, 10)),
+    ("Embeddings.__init__", "vocab"): lambda v: repr(posenc.Embeddings(4, v)),
+    ("Embeddings.__init__", "padding_idx"): lambda v: (
+        posenc.Embeddings(4, 10, padding_idx=v).lut.padding_idx
+    ),
+    ("LearnedPositionalEmbedding.__init__", "max_len"): lambda v: repr(
+        posenc.LearnedPositionalEmbedding(v, 4)
+    ),
+    ("LearnedPositionalEmbedding.__init__", "d_model"): lambda v: repr(
+        posenc.LearnedPositionalEmbedding(8, v)
+    ),
+    ("MultiHeadedAttention.__init__", "h"): lambda v: repr(posenc.MultiHeadedAttention(v - 1, 8)),
+    ("MultiHeadedAttention.__init__", "d_model"): lambda v: repr(
+        posenc.MultiHeadedAttention(2, v + 5)
+    ),
+    ("PositionwiseFeedForward.__init__", "d_model"): lambda v: repr(
+        posenc.PositionwiseFeedForward(v, 8)
+    ),
+    ("PositionwiseFeedForward.__init__", "d_ff"): lambda v: repr(
+        posenc.PositionwiseFeedForward(4, v)
+    ),
+    ("PositionalEncoding.__init__", "d_model"): lambda v: (
+        posenc.PositionalEncoding(v, max_len=5).pe
+    ),
+    ("PositionalEncoding.__init__", "max_len"): lambda v: (
+        posenc.PositionalEncoding(4, max_len=v).pe
+    ),
+    ("PositionalEncoding.encoding", "length"): lambda v: posenc.PositionalEncoding(4).encoding(v),
+    ("PositionalEncoding.encoding", "batch"): lambda v: posenc.PositionalEncoding(4).encoding(
+        2, offset=T([0, 1, 2]), batch=v
+    ),
+    ("RotaryEmbedding.__init__", "head_dim"): lambda v: posenc.RotaryEmbedding(v + 5).cos_sin(3),
+    ("RotaryEmbedding.__init__", "max_len"): lambda v: posenc.RotaryEmbedding(
+        8, max_len=v
+    ).cos_sin(3),
+    ("RotaryEmbedding.__init__", "axes"): lambda v: posenc.RotaryEmbedding(
+        8, axes=(v + 1, 4)
+    ).cos_sin(2, positions=T([[0, 1], [2, 3]])),
+    ("RotaryEmbedding.forward", "seq_len"): lambda v: _dynamic()(Q, seq_len=v),
+    ("RotaryEmbedding.cos_sin", "length"): lambda v: posenc.RotaryEmbedding(8).cos_sin(v),
+    ("RotaryEmbedding.cos_sin", "batch"): lambda v: posenc.RotaryEmbedding(8).cos_sin(
+        2, offset=T([0, 1, 2]), batch=v
+    ),
+    ("RotaryEmbedding.cos_sin", "seq_len"): lambda v: _dynamic().cos_sin(2, seq_len=v),
+    ("TokenAndPositionEmbedding.__init__", "d_model"): lambda v: repr(
+        posenc.TokenAndPositionEmbedding(v, 10)
+    ),
+    ("TokenAndPositionEmbedding.__init__", "vocab"): lambda v: repr(
+        posenc.TokenAndPositionEmbedding(4, v)
+    ),
+    ("TokenAndPositionEmbedding.__init__", "max_len"): lambda v: (
+        posenc.TokenAndPositionEmbedding(4, 10, max_len=v).positional.pe
+    ),
+    ("TokenAndPositionEmbedding.__init__", "padding_idx"): lambda v: (
+        posenc.TokenAndPositionEmbedding(4, 10, padding_idx=v).embeddings.lut.padding_idx
+    ),
+    ("alibi_slopes", "n_heads"): lambda v: posenc.alibi_slopes(v),
+    ("clones", "n"): lambda v: repr(posenc.clones(torch.nn.Linear(1, 1), v)),
+    ("grid_positions", "sizes"): lambda v: posenc.grid_positions(v, 2),
+    ("grid_positions", "offset"): lambda v: posenc.grid_positions(3, 2, offset=v),
+    ("inverse_frequencies", "d_model"): lambda v: posenc.inverse_frequencies(v),
+    ("multimodal_positions", "spatial_merge_size"): lambda v: posenc.multimodal_positions(
+        T([[0, 1, 1, 0]]), image_grid_thw=T([[1, 4, 2]]), spatial_merge_size=v - 1
+    ),
+    ("positions_from_lengths", "lengths"): lambda v: posenc.positions_from_lengths([v, 2]),
+    ("relative_position_bucket", "num_buckets"): lambda v: posenc.relative_position_bucket(
+        T([-9, 0, 9]), num_buckets=v + 5
+    ),
+    ("relative_position_bucket", "max_distance"): lambda v: posenc.relative_position_bucket(
+        T([-90, 0, 9]), max_distance=v + 30
+    ),
+    ("rope_attention_scale", "qk_head_dim"): lambda v: posenc.rope_attention_scale(v),
+    ("rope_frequencies", "head_dim"): lambda v: posenc.rope_frequencies(v + 5),
+    ("rope_frequencies", "seq_len"): lambda v: posenc.rope_frequencies(
+        8, scaling={"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 2}, seq_len=v
+    ),
+    ("shard_order", "length"): lambda v: pos.shard_order(v + 1, 2),
+    ("shard_order", "world_size"): lambda v: pos.shard_order(8, v - 1),
+    ("shard_order", "lengths"): lambda v: pos.shard_order(7, 2, lengths=[v, 4]),
+    ("shard_positions", "length"): lambda v: posenc.shard_positions(v + 1, 2, 1),
+    ("shard_positions", "world_size"): lambda v: posenc.shard_positions(8, v - 1, 1),
+    ("shard_positions", "rank"): lambda v: posenc.shard_positions(8, 2, v - 2),
+    ("shard_positions", "lengths"): lambda v: posenc.shard_positions(7, 2, 1, lengths=[v, 4]),
+    ("sincos_2d", "height"): lambda v: posenc.sincos_2d(v, 2, 8),
+    ("sincos_2d", "width"): lambda v: posenc.sincos_2d(2, v, 8),
+    ("sincos_2d", "d_model"): lambda v: posenc.sincos_2d(2, 2, v + 5),
+    ("sinusoidal_table", "positions"): lambda v: posenc.sinusoidal_table(v, 4),
+    ("sinusoidal_table", "d_model"): lambda v: posenc.sinusoidal_table(3, v),
+    ("subsequent_mask", "size"): lambda v: posenc.subsequent_mask(v),
+    ("timestep_embedding", "dim"): lambda v: posenc.timestep_embedding(T([1, 5]), v),
+    ("check_domain", "value"): lambda v: pos.check_domain("offset", v),
+    ("check_domain", "count"): lambda v: pos.check_domain("offset", 0, count=v),
+    ("resolve", "length"): lambda v: pos.resolve(v).tensor(),
+    ("resolve", "batch"): lambda v: pos.resolve(2, offset=T([0, 1, 2]), batch=v).tensor(),
+    ("resolve_axes", "length"): lambda v: pos.resolve_axes(v, 2).tensor(),
+    ("resolve_axes", "axes"): lambda v: pos.resolve_axes(2, v).tensor(),
+    ("resolve_axes", "batch"): lambda v: pos.resolve_axes(
+        2, 2, offset=T([0, 1, 2]), batch=v
+    ).tensor(),
+}
+# The offset of every scheme is checked where positions are resolved
+# (posenc/positions/_resolve.py): its NumPy integers come with the change there, and
+# these cases join INTEGER_CASES then.
+OFFSET_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
+    ("ALiBi.forward", "offset"): lambda v: posenc.ALiBi(2)(3, offset=v),
+    ("KERPLE.forward", "offset"): lambda v: _seeded(posenc.KERPLE, 2)(3, offset=v),
+    ("RelativePositionBias.forward", "offset"): lambda v: _zero_t5()(3, offset=v),
+    ("LearnedPositionalEmbedding.forward", "offset"): lambda v: _learned()(
+        torch.zeros(2, 4), offset=v
+    ),
+    ("PositionalEncoding.forward", "offset"): lambda v: posenc.PositionalEncoding(4)(
+        torch.zeros(2, 4), offset=v
+    ),
+    ("PositionalEncoding.encoding", "offset"): lambda v: posenc.PositionalEncoding(4).encoding(
+        2, offset=v
+    ),
+    ("RotaryEmbedding.forward", "offset"): lambda v: posenc.RotaryEmbedding(8)(Q, offset=v),
+    ("RotaryEmbedding.cos_sin", "offset"): lambda v: posenc.RotaryEmbedding(8).cos_sin(
+        2, offset=v
+    ),
+    ("TokenAndPositionEmbedding.forward", "offset"): lambda v: _layer()(T([[1, 2]]), offset=v),
+    ("resolve", "offset"): lambda v: pos.resolve(2, offset=v).tensor(),
+    ("resolve_axes", "offset"): lambda v: pos.resolve_axes(2, 2, offset=v).tensor(),
+}
+
+
+# Records declared in posenc.hf (a family's fields), not arguments a call checks.
+RECORD_TYPES = {"Family", "Rotation"}
+METHODS = ("forward", "cos_sin", "encoding", "rows", "add_encoding_", "score_mod")
+
+
+def _integer_arguments() -> set[tuple[str, str]]:
+    """Every (callable, argument) of the public API whose annotation holds an int."""
+    import inspect
+
+    from posenc import hf
+
+    found = set()
+    for namespace in (posenc, pos, hf):
+        for name in namespace.__all__:
+            obj = getattr(namespace, name)
+            if name in RECORD_TYPES or not callable(obj):
+                continue
+            targets = [(name, obj)]
+            if inspect.isclass(obj):
+                targets = [(f"{name}.__init__", obj.__init__)]
+                targets += [(f"{name}.{m}", getattr(obj, m)) for m in METHODS if hasattr(obj, m)]
+            for qualified, function in targets:
+                for parameter in inspect.signature(function).parameters.values():
+                    if re.search(r"\bint\b", str(parameter.annotation)):
+                        found.add((qualified, parameter.name))
+    return found
+
+
+def test_every_integer_argument_of_the_public_api_has_a_numpy_case() -> None:
+    assert _integer_arguments() == set(INTEGER_CASES) | set(OFFSET_CASES)
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, (tuple, list)):
+        return (
+            type(a) is type(b)
+            and len(a) == len(b)  # type: ignore[arg-type]
+            and all(_same(x, y) for x, y in zip(a, b, strict=True))  # type: ignore[call-overload]
+        )
+    return type(a) is type(b) and a == b
+
+
+@pytest.mark.parametrize("kind", [np.int64, np.int32, np.uint8, np.intp])
+@pytest.mark.parametrize("case", sorted(INTEGER_CASES), ids="-".join)
+def test_numpy_integers_are_ints_for_every_integer_argument(
+    case: tuple[str, str], kind: type
+) -> None:
+    call = INTEGER_CASES[case]
+    assert _same(call(kind(3)), call(3))
+
+
+# Each takes its argument as given (no arithmetic on it), to see what is refused.
+REFUSED: dict[str, Callable[[Any], object]] = {
+    "Embeddings(padding_idx=)": lambda v: posenc.Embeddings(4, 10, padding_idx=v),
+    "RotaryEmbedding(axes=)": lambda v: posenc.RotaryEmbedding(8, axes=(v, 5)),
+    "PositionalEncoding(max_len=)": lambda v: posenc.PositionalEncoding(4, max_len=v),
+    "rope_frequencies(head_dim)": lambda v: posenc.rope_frequencies(v),
+    "shard_positions(rank)": lambda v: posenc.shard_positions(8, 2, v),
+    "shard_positions(lengths=)": lambda v: posenc.shard_positions(7, 2, 1, lengths=[v, 4]),
+    "grid_positions(offset=)": lambda v: posenc.grid_positions(3, 2, offset=v),
+    "sinusoidal_table(positions)": lambda v: posenc.sinusoidal_table(v, 4),
+    "positions_from_lengths": lambda v: posenc.positions_from_lengths([v, 2]),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+@pytest.mark.parametrize("bad", [True, np.bool_(True), 3.0, np.float64(3.0), "3"])
+def test_what_is_not_an_integer_is_still_refused(case: str, bad: object) -> None:
+    with pytest.raises(TypeError, match=r"must be|ints, got"):
+        REFUSED[case](bad)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -176,3 +177,36 @@ def test_narrow_integer_ids_are_looked_up_like_int64(dtype: torch.dtype) -> None
     emb = Embeddings(8, 10)
     ids = torch.tensor([[1, 2, 9]])
     assert torch.equal(emb(ids.to(dtype)), emb(ids))
+
+
+@pytest.mark.parametrize("name", ["embedding", "positional"])
+def test_no_module_reads_another_modules_private_attributes(name: str) -> None:
+    # The input layer reads its children through their public attributes (lut.weight,
+    # lut.padding_idx, PositionalEncoding.add_encoding_), never pe._rows, pe._buffers,
+    # pe._table_for or lut._parameters: a private read is one of self's, of super()'s,
+    # or of one of posenc's own private modules.
+    import ast
+    import importlib
+
+    module = importlib.import_module(f"posenc.{name}")
+    tree = ast.parse(Path(module.__file__ or "").read_text())
+    privates_modules = {
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if (alias.asname or alias.name).startswith("_")
+    }
+    reads = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Attribute):
+            continue
+        attr, owner = node.attr, node.value
+        if not attr.startswith("_") or (attr.startswith("__") and attr.endswith("__")):
+            continue
+        if isinstance(owner, ast.Name) and owner.id in {"self", "cls", *privates_modules}:
+            continue
+        if isinstance(owner, ast.Call) and getattr(owner.func, "id", None) == "super":
+            continue
+        reads.append(f"{ast.unparse(owner)}.{attr} (line {node.lineno})")
+    assert reads == []

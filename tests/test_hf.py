@@ -720,3 +720,105 @@ def test_one_position_tables_are_new_tensors_equal_to_a_gathered_batch(
     again = hf(x, torch.tensor([[40]]))
     for part, whole in zip((again,) if form == "complex" else again, wanted, strict=True):
         assert torch.equal(part, whole[:, 1:])
+
+
+def test_exact_rotation_hold_never_travels_in_a_copy_or_a_pickle(modeling: ModuleType) -> None:
+    import copy
+    import io
+    import pickle
+
+    model = patch_rotary(_StandInModel())
+    x, positions = torch.zeros(1, 3, 32, dtype=torch.bfloat16), torch.tensor([[0, 1, 2]])
+
+    def saved(module: torch.nn.Module) -> torch.nn.Module:
+        buffer = io.BytesIO()
+        torch.save(module, buffer)
+        buffer.seek(0)
+        loaded: torch.nn.Module = torch.load(buffer, weights_only=False)
+        return loaded
+
+    with exact_rotation(model):
+        copies = [
+            _module(copy.deepcopy(model)),
+            copy.deepcopy(_module(model)),
+            copy.copy(_module(model)),
+            pickle.loads(pickle.dumps(_module(model))),
+            saved(_module(model)),
+        ]
+        assert _module(model).exact  # the original keeps the block's hold
+        assert _module(model)(x, positions)[0].dtype == torch.float32
+        for other in copies:
+            assert not other.exact
+            cos, sin = other(x, positions)
+            assert (cos.dtype, sin.dtype) == (torch.bfloat16, torch.bfloat16)
+    assert not _module(model).exact
+    for other in copies:  # after the block: as any module outside one
+        assert torch.equal(other(x, positions)[0], _module(model)(x, positions)[0])
+        with exact_rotation(model):
+            pass  # a later block on the original leaves the copies as they are
+        assert not other.exact
+
+
+# -- hf reads the rope records, never a list of its own ----------------------------------
+
+
+@pytest.mark.parametrize("required", [True, False])
+def test_a_new_rope_type_that_reads_the_trained_length_gets_it(
+    monkeypatch: pytest.MonkeyPatch, required: bool
+) -> None:
+    # A type added to the records that reads original_max_position_embeddings (beside
+    # the rope parameters in a config, as Phi-3 keeps it) gets it copied in: hf.py reads
+    # the record, never a list of the types that read it.
+    import dataclasses
+
+    from posenc import rope_config
+
+    original = (
+        rope_config.Key(rope_config.position_count)
+        if required
+        else rope_config.Key(rope_config.position_count, 1000)  # silently 1000 if lost
+    )
+    record = dataclasses.replace(
+        rope_config.RECORDS["linear"],
+        name="stretched",
+        keys={
+            "factor": rope_config.Key(rope_config.number),
+            "original_max_position_embeddings": original,
+        },
+        example={"rope_type": "stretched", "factor": 2.0},
+        hf_name=None,
+    )
+    monkeypatch.setitem(rope_config.RECORDS, "stretched", record)
+    monkeypatch.setattr(rope_config, "ROPE_TYPES", (*rope_config.ROPE_TYPES, "stretched"))
+    config = {
+        **LLAMA,
+        "original_max_position_embeddings": 48,
+        "rope_parameters": {"rope_type": "stretched", "factor": 2.0},
+    }
+    assert rotary_from_config(config).scaling["original_max_position_embeddings"] == 48
+    # beside the parameters it wins over theirs, as for the types that read it today
+    inside = {
+        **config,
+        "rope_parameters": {**config["rope_parameters"], "original_max_position_embeddings": 7},
+    }
+    assert rotary_from_config(inside).scaling["original_max_position_embeddings"] == 48
+    # a type whose record does not read it does not get it
+    linear = {**config, "rope_parameters": {"rope_type": "linear", "factor": 2.0}}
+    assert "original_max_position_embeddings" not in rotary_from_config(linear).scaling
+
+
+def test_each_table_form_says_whether_it_copies_the_rows() -> None:
+    # HFRotaryEmbedding serves rows that may be views of its tables to the forms that
+    # copy them: the form record's claim is what its function does.
+    from posenc.hf import _FORMS
+
+    cos, sin = torch.rand(2, 3, 4), torch.rand(2, 3, 4)
+    assert set(_FORMS) == {family.form for family in RECORDS.values()}
+    for name, form in _FORMS.items():
+        assert form.name == name
+        out = form(cos, sin)
+        tensors = out if isinstance(out, tuple) else (out,)
+        shares = any(
+            t.untyped_storage().data_ptr() in {cos.data_ptr(), sin.data_ptr()} for t in tensors
+        )
+        assert shares is not form.copies, name

@@ -18,6 +18,7 @@ from reference import (
 from torch import nn
 
 from posenc import Embeddings, PositionalEncoding, sinusoidal_table
+from posenc.positions import resolve
 
 
 def reference_rows(length: int, d_model: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -392,3 +393,38 @@ def test_reset_parameters_repairs_a_damaged_table() -> None:
     module.pe.zero_()
     module.reset_parameters()
     assert torch.equal(module.pe, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"offset": 3},
+        {"offset": 30},  # past max_len: computed
+        {"offset": torch.tensor([0, 25])},
+        {"positions": torch.tensor([[4, 0, 1, 2], [19, 20, 21, -5]])},
+    ],
+    ids=["offset", "past-max-len", "offsets", "positions"],
+)
+def test_add_encoding_in_place_is_forwards_sum(
+    dtype: torch.dtype, where: dict[str, object]
+) -> None:
+    pe = PositionalEncoding(8, max_len=20)
+    x = torch.randn(2, 4, 8).to(dtype)
+    out = x.clone()
+    resolved = resolve(4, batch=2, **where)  # type: ignore[arg-type]
+    assert pe.add_encoding_(out, resolved) is out
+    assert torch.equal(out, pe(x, **where))  # type: ignore[arg-type]
+    table = pe.pe.clone()
+    out.zero_()
+    assert torch.equal(pe.pe, table)  # the table was read, never handed out
+
+
+def test_add_encoding_refuses_a_shape_that_is_not_the_positions() -> None:
+    pe = PositionalEncoding(8)
+    with pytest.raises(ValueError, match=r"shape \(B, L, 8\) or \(L, 8\) with L = 3"):
+        pe.add_encoding_(torch.zeros(2, 4, 8), resolve(3))
+    with pytest.raises(ValueError, match=r"got \(2, 3, 6\)"):
+        pe.add_encoding_(torch.zeros(2, 3, 6), resolve(3))
+    with pytest.raises(ValueError, match=r"got \(8,\)"):
+        pe.add_encoding_(torch.zeros(8), resolve(1))

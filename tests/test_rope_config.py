@@ -5,13 +5,21 @@ from __future__ import annotations
 import copy
 import pickle
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from posenc import ROPE_TYPES, RotaryEmbedding, rope_frequencies
-from posenc.rope_config import EXAMPLE_HEAD_DIM, KNOWN_KEYS, RECORDS, parse
+from posenc.rope_config import (
+    EXAMPLE_HEAD_DIM,
+    KNOWN_KEYS,
+    RECORDS,
+    parse,
+    reading,
+    type_list,
+)
 
 YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
 
@@ -301,3 +309,61 @@ def test_integer_helper_takes_integral_numbers_and_refuses_bools_and_floats() ->
     with pytest.raises(TypeError, match=re.escape(refused)):
         parse(_llama4(1.0, 1.0, True), 64, 1e4)  # type: ignore[arg-type]
     assert RotaryEmbedding(np.int64(16)).head_dim == 16  # type: ignore[arg-type]
+
+
+# -- The records are the one source of what the types are -------------------------------
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def test_every_record_has_a_doc_line_and_the_lists_are_written_from_them() -> None:
+    lines = type_list().splitlines()
+    assert len(lines) == len(RECORDS)
+    for line, record in zip(lines, RECORDS.values(), strict=True):
+        assert record.doc.strip()
+        assert "\n" not in record.doc
+        assert line.startswith(f'- ``"{record.name}"``')
+        assert line.endswith(record.doc)
+
+
+def test_rope_frequencies_docstring_lists_the_records() -> None:
+    # The docstring holds the records' list, word for word, and names as the types
+    # that read the trained length the records that read it.
+    doc = _words(rope_frequencies.__doc__ or "")
+    assert _words(type_list()) in doc
+    readers = reading("original_max_position_embeddings")
+    named = ", ".join(readers[:-1]) + f" and {readers[-1]}"
+    assert f"``original_max_position_embeddings`` for {named}." in doc
+
+
+def test_the_api_page_and_the_hf_guide_write_the_types_from_the_records() -> None:
+    api = (DOCS / "api.rst").read_text()
+    entry = api[api.index(".. py:data:: ROPE_TYPES") :].split("\n\n.. ", 1)[0]
+    assert ":rope-types:`*`" in entry  # the names, from ROPE_TYPES
+    guide = (DOCS / "guide" / "hf.rst").read_text()
+    assert "\n.. rope-types::\n" in guide  # the list, from the records
+    assert ":rope-types:`original_max_position_embeddings`" in guide
+    for name in RECORDS:  # no name typed on either: the markups write them
+        assert name == "default" or f'"{name}"' not in entry  # (Hugging Face's, and "default")
+        assert f"({name}," not in guide
+
+
+def test_the_rotary_guide_describes_every_scaled_type() -> None:
+    guide = (DOCS / "guide" / "rotary.rst").read_text()
+    terms = re.findall(r'^``"(\w+)"``', guide, flags=re.MULTILINE)
+    assert terms == [name for name in RECORDS if name != "default"]
+
+
+def test_reading_names_the_records_that_read_a_key() -> None:
+    assert reading("original_max_position_embeddings") == ("yarn", "llama3", "longrope")
+    assert reading("max_position_embeddings") == ("dynamic", "yarn", "longrope")
+    assert reading("low_freq_factor") == ("llama3",)
+    assert reading("no such key") == ()
+    for name, record in RECORDS.items():
+        for key in record.keys:
+            assert name in reading(key)
+            assert record.reads(key)

@@ -163,3 +163,122 @@ def test_fast_paths_and_reads_are_for_plain_tensors_and_parameters_only() -> Non
     assert not _runtime.plain_eager(x, sub)
     assert not _runtime.readable(sub)
     assert not _runtime.plain(nn.Parameter(sub, requires_grad=False))
+
+
+# -- fast_path: the one predicate every fast path asks ---------------------------------------
+
+# torch's forward AD loads its decompositions through torch.jit.script on first use,
+# which warns in torch >= 2.10: a warning of torch's, not of posenc's.
+_JIT_WARNING = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
+
+
+def test_fast_path_is_true_for_plain_tensors_and_unhooked_modules_eagerly() -> None:
+    x, weight = torch.randn(3), nn.Parameter(torch.randn(3))
+    assert _runtime.fast_path()
+    assert _runtime.fast_path(x, weight, modules=(nn.Linear(2, 2), nn.Dropout()))
+
+
+def test_fast_path_is_false_for_a_tensor_subclass() -> None:
+    x = torch.randn(3)
+    assert not _runtime.fast_path(x, x.as_subclass(_Subclass))
+    assert not _runtime.fast_path(nn.Parameter(x.as_subclass(_Subclass), requires_grad=False))
+
+
+@_JIT_WARNING
+@pytest.mark.parametrize("transform", ["vmap", "grad", "jvp", "functionalize", "vjp"])
+def test_fast_path_is_false_under_every_torch_func_transform(transform: str) -> None:
+    seen: list[tuple[bool, bool]] = []
+
+    def probe(t: torch.Tensor) -> torch.Tensor:
+        # with the transform's tensor, and with none: the transform alone says no
+        seen.append((_runtime.fast_path(t), _runtime.fast_path()))
+        return (t * 2).sum() if transform == "grad" else t * 2
+
+    x = torch.randn(3)
+    func = torch.func
+    if transform == "vmap":
+        func.vmap(probe)(torch.randn(2, 3))
+    elif transform == "grad":
+        func.grad(probe)(x)
+    elif transform == "jvp":
+        func.jvp(probe, (x,), (torch.ones(3),))
+    elif transform == "vjp":
+        func.vjp(probe, x)
+    else:
+        func.functionalize(probe)(x)
+    assert seen == [(False, False)]
+    assert _runtime.fast_path(x)  # and true again after it
+
+
+@_JIT_WARNING
+def test_fast_path_is_false_inside_a_forward_ad_level_and_for_a_wrapped_tensor() -> None:
+    x = torch.randn(3)
+    with forward_ad.dual_level():
+        assert not _runtime.fast_path(forward_ad.make_dual(x, torch.ones(3)))
+        assert not _runtime.fast_path(x)
+    escaped: list[torch.Tensor] = []
+    torch.func.vmap(lambda t: escaped.append(t) or t)(torch.randn(2, 3))
+    # a tensor wrapped by a transform that has ended: no storage to read, not plain
+    assert not _runtime.fast_path(escaped[0])
+
+
+def test_fast_path_is_false_under_compile() -> None:
+    seen: list[bool] = []
+
+    @torch.compiler.disable
+    def record(value: bool) -> None:
+        seen.append(value)
+
+    def f(t: torch.Tensor) -> torch.Tensor:
+        record(_runtime.fast_path(t))
+        return t + 1
+
+    torch.compile(f, backend="eager", fullgraph=False)(torch.randn(3))
+    assert seen == [False]
+
+
+@pytest.mark.parametrize(
+    "register",
+    [
+        lambda m: m.register_forward_hook(lambda *a: None),
+        lambda m: m.register_forward_pre_hook(lambda *a: None),
+        lambda m: m.register_full_backward_hook(lambda *a: None),
+        lambda m: m.register_full_backward_pre_hook(lambda *a: None),
+        lambda m: torch_module.register_module_forward_hook(lambda *a: None),
+        lambda m: torch_module.register_module_forward_pre_hook(lambda *a: None),
+        lambda m: torch_module.register_module_full_backward_hook(lambda *a: None),
+        lambda m: torch_module.register_module_full_backward_pre_hook(lambda *a: None),
+    ],
+    ids=[
+        "forward", "forward_pre", "backward", "backward_pre",
+        "global_forward", "global_forward_pre", "global_backward", "global_backward_pre",
+    ],
+)  # fmt: skip
+def test_fast_path_is_false_for_any_hook_on_a_module_or_globally(
+    register, request: pytest.FixtureRequest
+) -> None:  # type: ignore[no-untyped-def]
+    modules = (nn.Linear(2, 2), nn.Dropout())
+    handle = register(modules[1])
+    try:
+        assert not _runtime.fast_path(modules=modules)
+        # a global hook reaches every module; a module's own, that module only
+        on_every_module = "global" in request.node.callspec.id
+        assert _runtime.fast_path(modules=modules[:1]) is not on_every_module
+    finally:
+        handle.remove()
+    assert _runtime.fast_path(modules=modules)
+
+
+def test_fast_path_is_false_for_a_forward_replaced_on_the_instance() -> None:
+    module = nn.Dropout()
+    original = module.forward
+
+    def wrapped(*args: object, **kwargs: object) -> object:  # as accelerate's add_hook_to_module
+        return original(*args, **kwargs)
+
+    module.forward = wrapped  # type: ignore[method-assign]
+    assert not _runtime.fast_path(modules=(nn.Linear(2, 2), module))
+    del module.forward
+    assert _runtime.fast_path(modules=(module,))

@@ -303,9 +303,8 @@ def test_decoding_step_global_and_backward_hooks_see_the_unfused_calls() -> None
     assert torch.equal(grads[0], torch.full((2, 1, D), math.sqrt(D)))
 
 
-# The decoding step keeps its "no hook" answer until torch makes another hook handle
-# (TokenAndPositionEmbedding._plain_children): a hook registered after decoding steps,
-# a child replaced or a class swapped must still take the unfused calls.
+# The decoding step asks _runtime.fast_path on every call: a hook registered after
+# decoding steps, a child replaced or a class swapped must still take the unfused calls.
 @pytest.mark.parametrize(
     "child", ["embeddings", "embeddings.lut", "positional", "positional.dropout", None]
 )
@@ -369,16 +368,105 @@ def test_decoding_step_sees_a_child_replaced_or_its_class_swapped() -> None:
     assert calls == ["lut"]
 
 
-def test_decoding_step_answer_is_not_copied_or_pickled() -> None:
+def test_decoding_step_of_a_copy_or_pickle_sees_its_hooks() -> None:
     import copy
     import pickle
 
     layer = TokenAndPositionEmbedding(D, VOCAB).eval()
     layer(torch.tensor([[1]]), offset=2)
-    assert layer._unhooked  # kept, naming the layer's own children
     for other in (copy.deepcopy(layer), pickle.loads(pickle.dumps(layer))):
-        assert other._unhooked == ()
         seen: list[int] = []
         other.embeddings.lut.register_forward_hook(lambda m, i, out, seen=seen: seen.append(1))
         other(torch.tensor([[1]]), offset=2)
         assert seen == [1]
+
+
+# -- A forward replaced on a child's instance (accelerate's add_hook_to_module) ------------
+
+
+def _replace_forward(module: nn.Module, calls: list[str], name: str, shift: float) -> None:
+    """Wrap ``module.forward`` on the instance, as accelerate's add_hook_to_module does."""
+    original = module.forward
+
+    def forward(*args: object, **kwargs: object) -> object:
+        calls.append(name)
+        out = original(*args, **kwargs)
+        return out + shift if isinstance(out, torch.Tensor) and out.is_floating_point() else out
+
+    module.forward = forward  # type: ignore[method-assign]
+
+
+CHILDREN = ["embeddings", "embeddings.lut", "positional", "positional.dropout"]
+
+
+@pytest.mark.parametrize("child", CHILDREN)
+@pytest.mark.parametrize(
+    "call",
+    [
+        {"offset": 5},  # the decoding step's case: int offset, (B, L) int64 ids
+        {},
+        {"offset": torch.tensor([0, 9])},
+        {"positions": torch.tensor([[3, 1, 2], [0, 7, 7]])},
+    ],
+    ids=["step", "default", "offsets", "positions"],
+)
+def test_a_forward_replaced_on_a_child_is_honoured(child: str, call: dict[str, object]) -> None:
+    torch.manual_seed(0)
+    layer = TokenAndPositionEmbedding(D, VOCAB).eval()
+    ids = torch.randint(0, VOCAB, (2, 3))
+    calls: list[str] = []
+    _replace_forward(layer.get_submodule(child), calls, child, shift=1.0)
+    # what the children's forwards compute, called one after the other
+    expected = layer.positional(layer.embeddings(ids), **call)  # type: ignore[arg-type]
+    assert calls == [child]
+    calls.clear()
+    out = layer(ids, **call)  # type: ignore[arg-type]
+    assert calls == [child]
+    assert torch.equal(out, expected)
+    unwrapped = TokenAndPositionEmbedding(D, VOCAB).eval()
+    unwrapped.load_state_dict(layer.state_dict())
+    assert not torch.equal(out, unwrapped(ids, **call))  # type: ignore[arg-type]
+    del layer.get_submodule(child).forward  # removed: the fused paths again, same values
+    assert torch.equal(layer(ids, **call), unwrapped(ids, **call))  # type: ignore[arg-type]
+    assert calls == [child]
+
+
+# -- A padding_idx set on the lookup after construction -------------------------------------
+
+
+@pytest.mark.parametrize("padding_idx", [-1, -2, -VOCAB, VOCAB - 1, 0])
+@pytest.mark.parametrize("call", [{"offset": 3}, {}, {"positions": torch.tensor([4, 0, 1])}])
+def test_a_padding_idx_set_on_the_lookup_is_read_as_nn_embedding_reads_it(
+    padding_idx: int, call: dict[str, object]
+) -> None:
+    torch.manual_seed(0)
+    layer = TokenAndPositionEmbedding(D, VOCAB)
+    layer.embeddings.lut.padding_idx = padding_idx  # after construction, as a user may
+    row = padding_idx % VOCAB  # the row nn.Embedding leaves without gradient
+    ids = torch.tensor([[row, 5, row], [VOCAB - 1, 0, 1]])
+    reference = nn.Embedding(VOCAB, D)
+    reference.load_state_dict(layer.embeddings.lut.state_dict())
+    reference.padding_idx = padding_idx
+    out = layer(ids, **call)  # type: ignore[arg-type]
+    rows = PositionalEncoding(D).encoding(3, **call)  # type: ignore[arg-type]
+    assert torch.equal(out, reference(ids) * math.sqrt(D) + rows)
+    out.sum().backward()
+    grad = layer.embeddings.lut.weight.grad
+    assert grad is not None
+    (reference(ids) * math.sqrt(D)).sum().backward()
+    assert torch.equal(grad, reference.weight.grad)
+    assert torch.equal(grad[row], torch.zeros(D))  # the padding row: no gradient
+    others = sorted({VOCAB - 1, 0, 1, 5} - {row})
+    assert (grad[others] != 0).all()
+
+
+def test_a_padding_idx_outside_the_table_set_on_the_lookup_is_refused_as_by_nn_embedding() -> None:
+    layer = TokenAndPositionEmbedding(D, VOCAB)
+    reference = nn.Embedding(VOCAB, D)
+    for bad in (VOCAB, -VOCAB - 1):
+        layer.embeddings.lut.padding_idx = reference.padding_idx = bad
+        for call in ({"offset": 3}, {}):
+            with pytest.raises(AssertionError, match="Padding_idx"):
+                reference(torch.tensor([[1]]))
+            with pytest.raises(AssertionError, match="Padding_idx"):
+                layer(torch.tensor([[1]]), **call)  # type: ignore[arg-type]

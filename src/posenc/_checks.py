@@ -30,26 +30,39 @@ def _show(value: object) -> str:
 SIZE_MAX = 2**63 - 1
 
 
-def integer(name: str, value: object, allowed: str = "an int") -> int:
-    """An integral number as a Python int: an int, NumPy's integers, a 0-d integer tensor.
+def as_integer(value: object) -> int | None:
+    """``value`` as a Python int when it is an integer, else None: posenc's one test of that.
 
-    Anything ``operator.index`` takes counts (``numbers.Integral`` and every type with
-    ``__index__``); a bool is refused by name (True would read as 1), and so is a float,
-    even a whole one (``64.0``): a size or a count given as a float is a mistake upstream.
-
-    Raises:
-        TypeError: ``value`` is a bool, or not integral (a float, a str, a tensor
-            that is not 0-d or not of an integer dtype).
+    An int, NumPy's integers (``np.int64(3)``), a 0-d integer tensor: anything
+    ``operator.index`` takes (``numbers.Integral`` and every type with ``__index__``).
+    A bool is not (True would read as 1), and neither is a float, even a whole one
+    (``64.0``): a size, a count or a position given as a float is a mistake upstream.
+    Every check of an integer argument asks this, through :func:`integer` or, for a
+    message of its own, directly.
     """
     if isinstance(value, int) and not isinstance(value, bool):
         return value  # first, as before: torch.compile traces it without a guard on the value
     bool_ = isinstance(value, bool) or type(value).__name__ in ("bool", "bool_")  # NumPy's
     if bool_ or (isinstance(value, Tensor) and value.dim() != 0):
-        raise TypeError(f"{name} must be {allowed}, got {_show(value)}")
+        return None
     try:
         return operator.index(value)  # type: ignore[arg-type]
     except TypeError:
-        raise TypeError(f"{name} must be {allowed}, got {_show(value)}") from None
+        return None
+
+
+def integer(name: str, value: object, allowed: str = "an int") -> int:
+    """An integer argument as a Python int (see :func:`as_integer` for what counts).
+
+    Raises:
+        TypeError: ``value`` is a bool, or not integral (a float, a str, a tensor
+            that is not 0-d or not of an integer dtype); the message names ``name``,
+            the value and ``allowed``.
+    """
+    number = as_integer(value)
+    if number is None:
+        raise TypeError(f"{name} must be {allowed}, got {_show(value)}")
+    return number
 
 
 def positive_int(name: str, value: object) -> int:
@@ -70,8 +83,7 @@ def nonnegative_int(name: str, value: object) -> int:
 
 def rank(value: object, world_size: int) -> int:
     """A rank of a group of ``world_size`` processes: an int in ``[0, world_size)``."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"rank must be an int, got {_show(value)}")
+    value = integer("rank", value)
     if not 0 <= value < world_size:
         raise ValueError(
             f"rank must lie in [0, world_size) = [0, {world_size}), got {_number_text(value)}"
@@ -283,8 +295,7 @@ def last_dim(x: Tensor, size: int, what: str, name: str = "d_model") -> None:
 def padding_idx(value: object, vocab: int) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"padding_idx must be an int or None, got {_show(value)}")
+    value = integer("padding_idx", value, "an int or None")
     if not 0 <= value < vocab:
         raise ValueError(f"padding_idx must be in [0, vocab={vocab}), got {value}")
     return value
@@ -511,10 +522,10 @@ def rotary_axes(axes: object, head_dim: int, scaling: object) -> tuple[int, ...]
     """``axes``: None, or even ints >= 2 summing to ``head_dim``, without a ``scaling``."""
     if axes is None:
         return None
-    if not isinstance(axes, (tuple, list)) or not all(
-        isinstance(d, int) and not isinstance(d, bool) for d in axes
-    ):
+    sizes = [as_integer(d) for d in axes] if isinstance(axes, (tuple, list)) else [None]
+    if not isinstance(axes, (tuple, list)) or None in sizes:
         raise TypeError(f"axes must be None or a tuple of ints, got {_show(axes)}")
+    axes = tuple(d for d in sizes if d is not None)
     if not axes or any(d < 2 or d % 2 for d in axes) or sum(axes) != head_dim:
         raise ValueError(
             f"axes must give each position axis an even number >= 2 of rotated features, "

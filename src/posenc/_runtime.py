@@ -1,5 +1,12 @@
 """Where and how work runs: devices, dtypes, the eager/compile/transform predicates, memory.
 
+:func:`fast_path` is the one predicate a module's fast path asks (a fused in-place
+add, a view served without a copy, a storage compared, a table kept): plain tensors,
+eagerly, no :mod:`torch.func` transform, no hook and no ``forward`` replaced on the
+modules involved. :func:`readable` (may values be read for free) and
+:func:`plain_eager` (may a result be written into with ``out=``) answer the narrower
+questions of kernels and checks.
+
 This is the one module of posenc that reads torch's private API. Each use says in a
 line why no public API does the job, and ``tests/test_runtime.py`` fails loudly, naming
 the attribute, when a torch release moves one:
@@ -44,6 +51,7 @@ __all__ = [
     "default_device",
     "default_dtype",
     "empty",
+    "fast_path",
     "has_hooks",
     "plain",
     "plain_eager",
@@ -162,6 +170,58 @@ def has_hooks(*modules: nn.Module) -> bool:
     return False
 
 
+def fast_path(*tensors: Tensor, modules: tuple[nn.Module, ...] = ()) -> bool:
+    """Whether a fast path may run on ``tensors`` inside ``modules``: the one predicate.
+
+    A fast path (a fused in-place add, a view of a table served without a copy, a
+    storage compared, a table derived and kept for later calls) gives the values of
+    the readable path only where nothing else watches or records the operations.
+    True only when all of these hold:
+
+    - eager: not under :func:`torch.compile` (a graph records the operations);
+    - no :mod:`torch.func` transform active (``vmap``, ``grad``, ``jvp``,
+      ``functionalize``, and their compositions), no forward-mode AD level open,
+      and none of ``tensors`` wrapped by a transform: a wrapped tensor has no
+      storage to compare, and ``vmap`` has no rule for some in-place writes;
+    - each of ``tensors`` a plain tensor (:func:`plain`): a tensor subclass
+      (DTensor, a fake or functional tensor) decides itself what an operation
+      does, and may hand out a copy where a view is expected;
+    - no module hook registered globally, nor on any of ``modules`` (a hook could
+      hold a tensor the fast path writes into, or expect to see a child called);
+    - no ``forward`` replaced on the instance of any of ``modules`` (``"forward"``
+      in its ``__dict__``: what accelerate's ``add_hook_to_module`` does for device
+      maps and offloading), whose replacement the fast path would bypass.
+
+    The module's class is the caller's to check: a subclass may override
+    ``forward`` on the class.
+
+    Args:
+        tensors: The tensors the fast path reads or writes.
+        modules: The modules whose forward the fast path stands in for.
+
+    Returns:
+        Whether the fast path gives exactly what the modules' own calls would.
+    """
+    # private: no public predicate for "a functorch transform is running", no public
+    # getter for the current dual level (-1 outside dual_level())
+    if (
+        _is_compiling()
+        or torch._C._are_functorch_transforms_active()
+        or forward_ad._current_level >= 0
+    ):
+        return False
+    for t in tensors:
+        if not (type(t) is Tensor or type(t) is nn.Parameter) or _is_wrapped(t):
+            return False
+    if has_hooks(*modules):
+        return False
+    # A loop, not all() over a generator: the decoding step asks on every call.
+    for m in modules:  # noqa: SIM110
+        if "forward" in m.__dict__:
+            return False
+    return True
+
+
 # -- Constants for torch.compile ----------------------------------------------------------
 
 
@@ -224,9 +284,18 @@ def memory_of(device: torch.device) -> int | None:
     return None
 
 
+def _count(shape: tuple[int, ...]) -> int:
+    """The elements of a tensor of ``shape``, counted in Python ints.
+
+    Sizes given as NumPy's integers (``np.uint8(200)``) would otherwise multiply in
+    their own width, and wrap.
+    """
+    return math.prod(int(n) for n in shape)
+
+
 def size(shape: tuple[int, ...], dtype: torch.dtype) -> str:
     """``'2.05 TB (1000000000 × 512 torch.float32)'``: the bytes, then the shape and dtype."""
-    nbytes = math.prod(shape) * dtype.itemsize
+    nbytes = _count(shape) * dtype.itemsize
     return f"{human(nbytes)} ({' × '.join(map(str, shape))} {dtype})"
 
 
@@ -248,7 +317,7 @@ def allocation(
     """
     if torch.compiler.is_compiling():  # sizes are symbolic there, and the graph is built
         return
-    nbytes = math.prod(shape) * dtype.itemsize
+    nbytes = _count(shape) * dtype.itemsize
     limit = memory_of(device)
     if limit is not None and nbytes * peak > limit:
         needs = size(shape, dtype)

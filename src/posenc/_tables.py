@@ -95,7 +95,7 @@ class DerivedTables(nn.Module):
         # From the buffers' dict, as nn.Module.__getattr__ would find them, without its
         # cost (microseconds a call): the decoding step asks on every call.
         buffers = self._buffers
-        return tuple(buffers[name] for name in self._table_names)  # type: ignore[misc]
+        return tuple([buffers[name] for name in self._table_names])  # type: ignore[misc]
 
     def reset_parameters(self) -> None:
         """Derive the tables again, in the dtype that serves the module's, on their device.
@@ -138,9 +138,10 @@ class DerivedTables(nn.Module):
         """The tables that hold rows for ``dtype`` on ``device``, rounded once for it, or None.
 
         The buffers serve their own dtype; bfloat16 and float16 get a table of their
-        own, derived from float64 on first use (read eagerly only: while
-        :func:`torch.compile` traces, their rows are computed, as for every dtype
-        without a table).
+        own, derived from float64 on first use (read only where
+        :func:`~posenc._runtime.fast_path` allows: while :func:`torch.compile` traces
+        or a :mod:`torch.func` transform runs, their rows are computed, as for every
+        dtype without a table).
         """
         tables = self._tables()
         first = tables[0]
@@ -148,9 +149,11 @@ class DerivedTables(nn.Module):
             return None
         if dtype == first.dtype:
             return tables
-        if torch.compiler.is_compiling():
-            # Not read while compiling: a guard on them would recompile when eager
-            # calls derive one; the compiled graph computes those rows, same values.
+        if not _runtime.fast_path():
+            # Neither read nor derived while compiling (a guard on them would recompile
+            # when eager calls derive one) nor under a torch.func transform (a table
+            # derived there would be wrapped by it, and kept past it): those rows are
+            # computed, with the same values.
             return None
         kept = self._kept.get(dtype)
         if kept is not None or dtype not in _KEPT or first.is_meta:
@@ -167,11 +170,14 @@ class DerivedTables(nn.Module):
     def _fresh(self, *tensors: Tensor) -> tuple[Tensor, ...]:
         """``tensors``, each cloned if it may share memory with a table.
 
-        Eagerly, the storages are compared; while :func:`torch.compile` traces (where
-        storages cannot be read) every tensor is cloned: the compiler fuses the copy
-        into the kernel that computes it.
+        Where :func:`~posenc._runtime.fast_path` allows (eagerly, plain tensors, no
+        :mod:`torch.func` transform), the storages are compared. Elsewhere every tensor
+        is cloned: while :func:`torch.compile` traces, storages cannot be read (the
+        compiler fuses the copy into the kernel that computes it); a tensor wrapped by
+        ``vmap``, ``grad``, ``jvp`` or ``functionalize`` has no storage to read; and a
+        tensor subclass decides itself what its storage is.
         """
-        if torch.compiler.is_compiling():
+        if not _runtime.fast_path(*tensors):
             return tuple(t.clone() for t in tensors)
         owners = {t.untyped_storage().data_ptr() for t in self._tables()}
         for kept in self._kept.values():

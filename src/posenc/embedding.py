@@ -29,13 +29,11 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.compiler import is_compiling as _is_compiling
 from torch.nn import functional
-from torch.utils.hooks import RemovableHandle
 
 from . import _checks, _distributed, _runtime
 from .positional import PositionalEncoding
-from .positions import resolve
+from .positions import Positions, resolve
 from .sinusoid import Layout
 
 __all__ = ["Embeddings", "TokenAndPositionEmbedding"]
@@ -135,10 +133,15 @@ class TokenAndPositionEmbedding(nn.Module):
     ``TokenAndPositionEmbedding(d_model, vocab, dropout, max_len)`` computes
     ``PositionalEncoding(Embeddings(ids))`` with the same values, options and
     errors as the two modules, in fewer passes over memory: it scales and adds
-    in place, into the lookup's fresh output. When a hook is registered on it
-    or on any child (``embeddings``, ``embeddings.lut``, ``positional``,
-    ``positional.dropout``), or globally, it calls the two children one after
-    the other instead, so every hook sees what it would see on the unfused pair.
+    in place, into the lookup's fresh output. When a hook is registered on any
+    child (``embeddings``, ``embeddings.lut``, ``positional``,
+    ``positional.dropout``) or globally, when a child's ``forward`` is replaced
+    on its instance (as accelerate's ``add_hook_to_module`` does), and under
+    :func:`torch.compile` or a :mod:`torch.func` transform, it calls the two
+    children one after the other instead, so every hook and every replaced
+    ``forward`` sees what it would see on the unfused pair. A ``padding_idx``
+    set on ``embeddings.lut`` later is read as :class:`torch.nn.Embedding`
+    reads it (-1 is the last row).
 
     Checkpoints: its state dict holds ``embeddings.lut.weight`` only. One saved
     from the Annotated Transformer's ``nn.Sequential(Embeddings(d_model, vocab),
@@ -180,9 +183,6 @@ class TokenAndPositionEmbedding(nn.Module):
         >>> layer(ids[:, 2:], offset=2).shape  # the third token of each, decoded alone
         torch.Size([2, 1, 16])
     """
-
-    # What _plain_children found last: (hook handle count, the four children), or ().
-    _unhooked: tuple[Any, ...] = ()
 
     def __init__(
         self,
@@ -242,30 +242,33 @@ class TokenAndPositionEmbedding(nn.Module):
                 f"token ids must have shape (B, L) or (L,), got {ids.dim()}-D "
                 f"shape {tuple(ids.shape)}"
             )
-        emb, pe = self.embeddings, self.positional
-        if not self._fusable():
-            plain: Tensor = pe(emb(ids), offset=offset, positions=positions)
+        found = self._children()
+        tensors = [t for t in (ids, offset, positions) if isinstance(t, Tensor)]
+        if found is None or not _runtime.fast_path(
+            *tensors, found[1].weight, modules=found
+        ):  # the two children, called as modules: hooks and replaced forwards see them
+            plain: Tensor = self.positional(
+                self.embeddings(ids), offset=offset, positions=positions
+            )
             return plain
+        emb, lut, pe, drop = found
         batch = ids.shape[0] if ids.dim() == 2 else None
-        weight = emb.lut.weight
+        weight = lut.weight
         _checks.same_device("token ids", ids, weight.device, "the embedding table")
         where = resolve(
             ids.shape[-1], offset=offset, positions=positions, batch=batch, device=ids.device
         )
-        # The children's calls without their module machinery (no hook is registered:
-        # _fusable): the lookup nn.Embedding's forward makes, the dropout nn.Dropout's.
-        lut = emb.lut
+        # The children's calls without their module machinery (fast_path: no hook, no
+        # forward replaced): the lookup nn.Embedding's forward makes, the dropout nn.Dropout's.
         vectors = functional.embedding(
             _checks.token_ids(ids, emb.vocab), weight, lut.padding_idx, lut.max_norm,
             lut.norm_type, lut.scale_grad_by_freq, lut.sparse,
         )  # fmt: skip
-        rows = pe._rows(where, vectors.dtype, vectors.device)
         # The lookup's result is a fresh tensor that nothing else holds (no hook could
         # see it) and that the embedding backward does not read: scaling and adding in
         # place give the unfused pair's values, rounding for rounding, without two
         # more (B, L, D) allocations.
-        out: Tensor = vectors.mul_(emb.scale).add_(rows)
-        drop = pe.dropout
+        out = pe.add_encoding_(vectors.mul_(emb.scale), where)
         if drop.training and drop.p > 0:
             out = functional.dropout(out, drop.p, True, drop.inplace)
         return out
@@ -273,107 +276,57 @@ class TokenAndPositionEmbedding(nn.Module):
     def _step(self, ids: Tensor, offset: int) -> Tensor | None:
         """The fused path for plain int64 CPU ``(B, L)`` ids at an int offset, or None.
 
-        The decoding step's case, with the checks of :meth:`forward` and
-        :meth:`_fusable` made on the children as :meth:`_plain_children` reads them
-        (no ``nn.Module.__getattr__``). The range of the ids is left to the lookup
+        The decoding step's case, with the checks of :meth:`forward` made on the
+        children's public attributes. The range of the ids is left to the lookup
         kernel, which refuses an id outside ``[0, vocab)`` on the CPU; then, and in
         every case not covered here, this returns None and :meth:`forward` takes the
         full path, which raises the error that names the id. Same operations, so
         the same values, as the full path.
         """
-        # Outside a torch.func transform no tensor is wrapped by one: ids are plain.
-        if _is_compiling() or _runtime.transforming():
-            return None
-        found = self._plain_children()
+        found = self._children()
         if found is None:
             return None
         emb, lut, pe, drop = found
         length = ids.shape[1]
-        weight = lut._parameters.get("weight")
-        padding = -1 if lut.padding_idx is None else lut.padding_idx
+        weight = lut.weight
+        padding = _kernel_padding_idx(lut.padding_idx, weight.shape[0])
         if (
-            weight is None
+            padding is None
             or lut.max_norm is not None  # renormalises rows in place before the lookup
             or offset < 0
             or offset + length > pe.max_len
-            or not _runtime.plain(weight)
             or not weight.is_cpu
-            or not -1 <= padding < weight.shape[0]  # a negative index: forward's path
+            or not _runtime.fast_path(ids, weight, modules=found)
         ):
             return None
-        table = pe._buffers.get("pe")  # serves its own dtype (see PositionalEncoding._rows)
-        # On the CPU, as the weight is: one CPU device, so the same device.
-        if table is None or table.dtype is not weight.dtype or not table.is_cpu:
-            tables = pe._table_for(weight.dtype, weight.device)
-            if tables is None:
-                return None
-            table = tables[0]
         try:  # the kernel functional.embedding calls, with its padding_idx already read
             vectors = torch.embedding(weight, ids, padding, lut.scale_grad_by_freq, lut.sparse)
         except IndexError:
             return None  # an id out of range: the full path names it
         # In place, as in forward (see there): the lookup's output is fresh.
-        out: Tensor = vectors.mul_(emb.scale).add_(table.narrow(1, offset, length))
+        out = pe.add_encoding_(vectors.mul_(emb.scale), Positions(length, offset))
         if drop.training and drop.p > 0:
             out = functional.dropout(out, drop.p, True, drop.inplace)
         return out
 
-    def _fusable(self) -> bool:
-        """Whether the in-place path is invisible: no hook, no override, plain children.
-
-        A hook on any child, or a global module hook, could hold the lookup's output
-        or see the children called; then the unfused pair runs instead, call for call.
-        Under a :mod:`torch.func` transform too: the in-place add cannot take a table
-        batched by ``vmap`` (positions batched, ids not) into an unbatched lookup.
-        """
-        return self._plain_children() is not None and not _runtime.transforming()
-
-    def _plain_children(
+    def _children(
         self,
     ) -> tuple[Embeddings, nn.Embedding, PositionalEncoding, nn.Dropout] | None:
-        """The four children when each is plain and unhooked; else None.
+        """The four children when each is of its exact class; else None.
 
         The children are the embeddings, its lookup, the positional encoding and its
-        dropout: each must be that exact class, with no hook on it or globally. They
-        are read from the modules' own dicts, without ``nn.Module.__getattr__``: the
-        decoding step (:meth:`_step`) asks on every call.
-
-        Eagerly, the answer "no hook" is kept with the count of hook handles torch
-        has made (``RemovableHandle.next_id``): every registration of a module hook,
-        global or not, makes a handle and moves the count on, and then the hook
-        dicts are read again. The kept answer names the children it was found for,
-        and is not pickled or copied (:meth:`__getstate__`).
+        dropout. A subclass of any may compute something else in its ``forward``: then
+        the fused paths do not stand in for it. Hooks and a ``forward`` replaced on an
+        instance are :func:`~posenc._runtime.fast_path`'s to see.
         """
-        children = self._modules
+        children = self._modules  # this module's own, without nn.Module.__getattr__
         emb, pe = children["embeddings"], children["positional"]
         if type(emb) is not Embeddings or type(pe) is not PositionalEncoding:
             return None
-        lut, drop = emb._modules["lut"], pe._modules["dropout"]
+        lut, drop = emb.lut, pe.dropout
         if type(lut) is not nn.Embedding or type(drop) is not nn.Dropout:
             return None
-        if _is_compiling():  # nothing kept: a compiled graph would guard on the count
-            return None if _runtime.has_hooks(emb, lut, pe, drop) else (emb, lut, pe, drop)
-        # private: torch's count of the hook handles made, read for the kept answer
-        count = RemovableHandle.next_id
-        kept = self._unhooked
-        if (
-            len(kept) != 5
-            or kept[0] != count
-            or kept[1] is not emb
-            or kept[2] is not lut
-            or kept[3] is not pe
-            or kept[4] is not drop
-        ):
-            if _runtime.has_hooks(emb, lut, pe, drop):
-                return None
-            self._unhooked = (count, emb, lut, pe, drop)
         return emb, lut, pe, drop
-
-    def __getstate__(self) -> dict[str, Any]:
-        """The module's state, without the kept answer of :meth:`_plain_children`."""
-        state: dict[str, Any] = super().__getstate__()  # type: ignore[no-untyped-call]
-        state.pop("_unhooked", None)
-        return state
 
     def _load_from_state_dict(
         self,
@@ -400,3 +353,17 @@ class TokenAndPositionEmbedding(nn.Module):
         super()._load_from_state_dict(
             state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
         )
+
+
+def _kernel_padding_idx(padding_idx: int | None, rows: int) -> int | None:
+    """``padding_idx`` as the embedding kernel takes it: -1 for none, else in ``[0, rows)``.
+
+    A negative index counts from the end, as :class:`torch.nn.Embedding` and
+    :func:`torch.nn.functional.embedding` read it (-1 is the last row, not "no
+    padding"); one outside ``[-rows, rows)`` is None, for the full path to refuse.
+    """
+    if padding_idx is None:
+        return -1
+    if padding_idx < 0:
+        padding_idx += rows
+    return padding_idx if 0 <= padding_idx < rows else None

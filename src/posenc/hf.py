@@ -32,7 +32,7 @@ from typing import Any, Literal, cast
 import torch
 from torch import Tensor, nn
 
-from . import _checks
+from . import _checks, rope_config
 from .rotary import RotaryEmbedding, RotaryLayout, apply_rotary
 
 __all__ = [
@@ -53,6 +53,9 @@ _TableForm = Literal["widened", "repeated", "gptj", "complex"]
 _MAX_LEN = 4096
 # Where a value goes in the rope parameters: (layer type or None for every set, key).
 _Target = tuple[str | None, str]
+# The length a model was pretrained with, a field of the config beside its rope
+# parameters: copied into them for the rope types whose record reads it.
+_ORIGINAL = "original_max_position_embeddings"
 
 
 # -- The rotation functions exact_rotation installs -------------------------------------
@@ -471,10 +474,12 @@ def rotary_from_config(config: Any, *, layer_type: str | None = None) -> RotaryE
       1e6 and 1e4 for Gemma 3's full and sliding layers, else 10000), a
       ``partial_rotary_factor`` of 0.25 for GPT-NeoX and StableLM, a
       ``rotary_dim`` of 64 for GPT-J;
-    - ``max_position_embeddings`` and ``original_max_position_embeddings``,
-      copied into the scaling (the dynamic, YaRN and LongRoPE formulas read
-      them; Hugging Face takes them from the config, and the trained length
-      beside the parameters wins over theirs, as Phi-3 keeps it);
+    - ``max_position_embeddings``, copied into the scaling (the types that do
+      not read it ignore it), and ``original_max_position_embeddings``, copied
+      for the types whose record reads it
+      (:func:`posenc.rope_config.reading`); Hugging Face takes them from the
+      config, and the trained length beside the parameters wins over theirs,
+      as Phi-3 keeps it;
     - the layout of the family: interleaved pairs for GPT-J (whose code fixes
       base 10000 and no scaling: a config that gives rope parameters is
       refused), Cohere and Llama 4, rotate-half for the others;
@@ -593,9 +598,10 @@ def _rotary(config: Any, family: Family, layer_type: str | None) -> RotaryEmbedd
     if max_positions is not None:
         scaling.setdefault("max_position_embeddings", max_positions)
     original = _integer_field(config, "original_max_position_embeddings")
-    if scaling["rope_type"] in ("yarn", "longrope", "llama3") and original is not None:
+    record = rope_config.RECORDS.get(scaling["rope_type"])  # unknown: refused by the module
+    if original is not None and record is not None and record.reads(_ORIGINAL):
         # beside the parameters it wins, as in Hugging Face's conversion (Phi-3 keeps it there)
-        scaling["original_max_position_embeddings"] = original
+        scaling[_ORIGINAL] = original
     scaling["rope_theta"] = base
     return RotaryEmbedding(
         head_dim, base=base, layout=family.layout, scaling=scaling, max_len=max(max_len, 1)
@@ -618,12 +624,35 @@ def _complex(cos: Tensor, sin: Tensor) -> Tensor:
     return torch.complex(cos, sin)
 
 
+@dataclass(frozen=True)
+class _Form:
+    """One form of the tables a rotary module returns, from posenc's one value per pair.
+
+    Attributes:
+        name: The form's name, as :attr:`Family.form` and ``HFRotaryEmbedding``'s
+            ``form`` give it.
+        tables: ``(cos, sin) -> the tables``.
+        copies: Whether ``tables`` writes new tensors: then the rows it is given may be
+            views of a module's tables (no public method hands out such a view).
+    """
+
+    name: str
+    tables: Callable[[Tensor, Tensor], tuple[Tensor, Tensor] | Tensor]
+    copies: bool
+
+    def __call__(self, cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor] | Tensor:
+        return self.tables(cos, sin)
+
+
 # The tables of each form, from posenc's one value per pair.
-_FORMS: dict[str, Callable[[Tensor, Tensor], tuple[Tensor, Tensor] | Tensor]] = {
-    "widened": _widened,
-    "repeated": _repeated,
-    "gptj": _sin_cos,
-    "complex": _complex,
+_FORMS: dict[str, _Form] = {
+    form.name: form
+    for form in (
+        _Form("widened", _widened, copies=True),
+        _Form("repeated", _repeated, copies=True),
+        _Form("gptj", _sin_cos, copies=False),  # the rows themselves
+        _Form("complex", _complex, copies=True),
+    )
 }
 
 
@@ -672,7 +701,8 @@ class HFRotaryEmbedding(nn.Module):
         form: The form of the tables.
         table_dtype: Their dtype, or None for the input's.
         exact: Whether half-precision inputs get float32 tables (set by
-            :func:`exact_rotation`, while any of its handles on the module is active).
+            :func:`exact_rotation`, while any of its handles on the module is
+            active). Never copied or pickled: a copy starts without it.
 
     Raises:
         ValueError: ``form`` is not one of the four.
@@ -726,6 +756,19 @@ class HFRotaryEmbedding(nn.Module):
         self.exact: bool = False
         # How many active exact_rotation handles hold this module: exact while any does.
         self._exact_holds: int = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The module's state for a copy or a pickle, without :func:`exact_rotation`'s hold.
+
+        The hold belongs to the handles of the block it was taken in, which a copy
+        does not have: a copy made inside ``with exact_rotation(model)`` (a
+        :func:`copy.deepcopy`, :func:`torch.save`, a pickle) gives tables in the
+        input's dtype, as outside any block, whatever the original still does.
+        """
+        state: dict[str, Any] = super().__getstate__()  # type: ignore[no-untyped-call]
+        state["exact"] = False
+        state["_exact_holds"] = 0
+        return state
 
     def extra_repr(self) -> str:
         """The form (and a fixed table dtype), shown in the module's repr."""

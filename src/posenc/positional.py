@@ -21,6 +21,7 @@ placed at positions 0 and 1:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -249,6 +250,53 @@ class PositionalEncoding(DerivedTables):
         (rows,) = self._fresh(self._rows(where, dtype, device))
         return rows
 
+    def add_encoding_(self, out: Tensor, where: Positions) -> Tensor:
+        """Add the rows at ``where`` into ``out``, in place, and return ``out``.
+
+        The sum :meth:`forward` computes, ``out + PE[positions]`` rounding for
+        rounding, written into ``out`` instead of a new tensor: what a layer that
+        owns a fresh ``out`` (:class:`~posenc.TokenAndPositionEmbedding`'s lookup)
+        uses to add the encoding without a second ``(B, L, D)`` allocation. The rows
+        come from :attr:`pe` where it holds them for ``out``'s dtype, else from
+        float64, rounded once; the table is read, never handed out. No dropout.
+
+        Args:
+            out: Token vectors, ``(B, L, D)`` or ``(L, D)``, written in place.
+            where: The positions of its L tokens, as
+                :func:`~posenc.positions.resolve` returns them (checked there).
+
+        Returns:
+            ``out``.
+
+        Shapes:
+            - out: ``(B, L, D)`` or ``(L, D)``; any floating dtype
+            - output: ``out`` itself
+
+            B is the batch size, L the sequence length, D = ``d_model``.
+
+        Raises:
+            ValueError: the last dimension of ``out`` is not ``d_model``, or its
+                length is not ``where.length``.
+
+        Example:
+            >>> import torch
+            >>> from posenc import PositionalEncoding
+            >>> from posenc.positions import resolve
+            >>> pe = PositionalEncoding(4)
+            >>> x = torch.zeros(1, 2, 4)
+            >>> pe.add_encoding_(x, resolve(2, offset=1)) is x
+            True
+            >>> torch.equal(x[0], pe.encoding(2, offset=1))
+            True
+        """
+        shape = out.shape
+        if len(shape) < 2 or shape[-1] != self.d_model or shape[-2] != where.length:
+            raise ValueError(
+                f"out must have shape (B, L, {self.d_model}) or (L, {self.d_model}) with "
+                f"L = {where.length} (d_model and the positions' length), got {tuple(shape)}"
+            )
+        return out.add_(self._rows(where, out.dtype, out.device))
+
     def _rows(self, where: Positions, dtype: torch.dtype, device: torch.device) -> Tensor:
         """The table's rows at ``where``, possibly a view of :attr:`pe`: read, never written.
 
@@ -312,7 +360,12 @@ class PositionalEncoding(DerivedTables):
         # derived data: accept it when it is this module's sinusoid, else say so.
         stored = state_dict.pop(prefix + "pe", None)
         if stored is not None:
-            problem = _check_stored_table(stored, self)
+            problem = _check_stored_table(
+                stored,
+                self.d_model,
+                lambda n: self._sinusoid(n, torch.float64, torch.device("cpu")),
+                self.extra_repr(),
+            )
             if problem:
                 error_msgs.append(f"{prefix}pe: {problem}")
         super()._load_from_state_dict(
@@ -320,9 +373,14 @@ class PositionalEncoding(DerivedTables):
         )
 
 
-def _check_stored_table(stored: object, module: PositionalEncoding) -> str:
-    """Why a table found in a checkpoint is not the module's sinusoid, or ``""`` when it is."""
-    d_model = module.d_model
+def _check_stored_table(
+    stored: object, d_model: int, exact_table: Callable[[int], Tensor], described: str
+) -> str:
+    """Why a table found in a checkpoint is not the module's sinusoid, or ``""`` when it is.
+
+    ``exact_table(n)`` is the module's first ``n`` rows in float64 on the CPU;
+    ``described`` its configuration, for the message.
+    """
     if not isinstance(stored, Tensor) or not stored.is_floating_point():
         return f"expected a floating tensor holding the sinusoidal table, got {stored!r:.60}"
     if stored.dim() != 3 or stored.shape[0] != 1 or stored.shape[2] != d_model:
@@ -332,7 +390,7 @@ def _check_stored_table(stored: object, module: PositionalEncoding) -> str:
         )
     dtype = stored.dtype
     stored = stored.detach().to("cpu", torch.float64)
-    exact = module._sinusoid(stored.shape[1], dtype=torch.float64, device=torch.device("cpu"))
+    exact = exact_table(stored.shape[1])
     # Tables computed in float32 (the Annotated Transformer's) drift from the exact
     # values by about 1e-7 per position; a table saved in a narrower dtype is also
     # rounded to it, by up to one unit in its last place (bfloat16: 2**-8 near 1). A
@@ -345,7 +403,7 @@ def _check_stored_table(stored: object, module: PositionalEncoding) -> str:
         row, col = divmod(int(bad.flatten().nonzero()[0]), d_model)
         return (
             "the stored table is not the sinusoidal encoding this module computes "
-            f"({module.extra_repr()}): at position {row}, column {col} it holds "
+            f"({described}): at position {row}, column {col} it holds "
             f"{stored[0, row, col].item():.6g} instead of {exact[row, col].item():.6g}"
         )
     return ""

@@ -17,10 +17,11 @@ about what it does not know:
   gives the frequency of each pair, the sections say which position axis (t, h or w)
   turns it (:meth:`RopeConfig.pair_axes`).
 
-A new ``rope_type`` is one record here (and its line in :func:`~posenc.rope_frequencies`'
-docstring): the record's ``example`` configuration and its Hugging Face name give it
-the tests of every type, against the formulas and against Hugging Face's own
-``ROPE_INIT_FUNCTIONS``.
+A new ``rope_type`` is one record here: the record's ``example`` configuration and
+its Hugging Face name give it the tests of every type, against the formulas and
+against Hugging Face's own ``ROPE_INIT_FUNCTIONS``; its ``doc`` line is listed
+wherever the types are (:func:`type_list`), and the keys it reads are what
+:mod:`posenc.hf` copies into its scaling from a model config (:func:`reading`).
 
 >>> from posenc.rope_config import parse
 >>> config = parse({"rope_type": "linear", "factor": 4.0}, head_dim=8, base=10_000.0)
@@ -57,6 +58,8 @@ __all__ = [
     "RopeConfig",
     "RopeType",
     "parse",
+    "reading",
+    "type_list",
 ]
 
 _F64 = torch.float64
@@ -221,7 +224,7 @@ class RopeConfig:
 
 @dataclass(frozen=True)
 class RopeType:
-    """One ``rope_type``: the keys it reads, its frequencies and its attention factor.
+    r"""One ``rope_type``: the keys it reads, its frequencies and its attention factor.
 
     Attributes:
         name: The ``rope_type`` string.
@@ -241,6 +244,12 @@ class RopeType:
             against its formula and against Hugging Face. Copy it before editing it.
         hf_name: The ``rope_type`` Hugging Face gives it (posenc parses Hugging Face
             configs, so it is ``name``), or None for a type only posenc builds.
+        doc: What its frequencies are, one reStructuredText line (with
+            :math:`\omega_k = base^{-2k/d}`, :math:`s` = ``factor`` and :math:`L_0` the
+            trained length): its line in every list of the types, all written from
+            the records by :func:`type_list`.
+        origin: Where it comes from (its authors, or the model that introduced it),
+            shown beside its name; None for the unscaled ladder.
     """
 
     name: str
@@ -252,6 +261,12 @@ class RopeType:
     rotates_whole_head: bool = False
     example: Mapping[str, Any] = field(kw_only=True)
     hf_name: str | None = field(kw_only=True)
+    doc: str = field(kw_only=True)
+    origin: str | None = field(default=None, kw_only=True)
+
+    def reads(self, key: str) -> bool:
+        """Whether a config of this type reads ``key`` (required or with a default)."""
+        return key in self.keys
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         # Pickled by name: a module pickles with its configuration, not the functions.
@@ -460,13 +475,22 @@ EXAMPLE_HEAD_DIM = 64
 RECORDS: dict[str, RopeType] = {
     record.name: record
     for record in (
-        RopeType("default", {}, _default, example={"rope_type": "default"}, hf_name="default"),
+        RopeType(
+            "default",
+            {},
+            _default,
+            example={"rope_type": "default"},
+            hf_name="default",
+            doc=r":math:`\omega_k` as above.",
+        ),
         RopeType(
             "linear",
             {"factor": _FACTOR},
             _linear,
             example={"rope_type": "linear", "factor": 2.0},
             hf_name="linear",
+            doc=r":math:`\omega_k / s`.",
+            origin="position interpolation, Chen et al., 2023",
         ),
         RopeType(
             "dynamic",
@@ -476,6 +500,12 @@ RECORDS: dict[str, RopeType] = {
             trained_length=lambda config: config["max_position_embeddings"],
             example={"rope_type": "dynamic", "factor": 4.0, "max_position_embeddings": 4096},
             hf_name="dynamic",
+            doc=(
+                r"a larger base, :math:`base \cdot (s\,n/L_0 - (s - 1))^{d/(d-2)}`, where "
+                r":math:`n = \max(` ``seq_len``, :math:`L_0)` and :math:`L_0` is the key "
+                r"``max_position_embeddings``; without ``seq_len``, :math:`n = L_0`."
+            ),
+            origin="NTK-aware, bloc97 and emozilla, 2023",
         ),
         RopeType(
             "yarn",
@@ -496,6 +526,15 @@ RECORDS: dict[str, RopeType] = {
                 "original_max_position_embeddings": 4096,
             },
             hf_name="yarn",
+            doc=(
+                r"the pairs that turn more than ``beta_fast`` (32) times over :math:`L_0` keep "
+                r":math:`\omega_k`, those that turn less than ``beta_slow`` (1) times get "
+                r":math:`\omega_k / s`, and a ramp linear in ``k`` blends the two between them. "
+                r"The attention factor is ``attention_factor``, or :math:`0.1 \ln s + 1`, or with "
+                r"``mscale`` and ``mscale_all_dim`` the ratio :math:`(0.1\,m \ln s + 1) / "
+                r"(0.1\,m_{all} \ln s + 1)`."
+            ),
+            origin="Peng et al., 2023",
         ),
         RopeType(
             "llama3",
@@ -515,6 +554,14 @@ RECORDS: dict[str, RopeType] = {
                 "original_max_position_embeddings": 8192,
             },
             hf_name="llama3",
+            doc=(
+                r"wavelengths shorter than :math:`L_0` / ``high_freq_factor`` keep "
+                r":math:`\omega_k`, those longer than :math:`L_0` / ``low_freq_factor`` get "
+                r":math:`\omega_k / s`, and the band between is blended by :math:`\gamma = "
+                r"(L_0/\lambda_k - low)/(high - low)`. Equal factors (Llama 4) leave no band: the "
+                r"wavelength on the boundary is kept."
+            ),
+            origin="Meta, Llama 3.1",
         ),
         RopeType(
             "longrope",
@@ -535,6 +582,12 @@ RECORDS: dict[str, RopeType] = {
                 "long_factor": [1.0 + 0.5 * k for k in range(EXAMPLE_HEAD_DIM // 2)],
             },
             hf_name="longrope",
+            doc=(
+                r":math:`\omega_k / f_k`, with :math:`f` = ``long_factor`` when ``seq_len`` "
+                r"exceeds :math:`L_0`, else ``short_factor``. The attention factor is "
+                r"``attention_factor``, or :math:`\sqrt{1 + \ln s / \ln L_0}`."
+            ),
+            origin="Ding et al., 2024",
         ),
         RopeType(
             "proportional",
@@ -543,11 +596,47 @@ RECORDS: dict[str, RopeType] = {
             rotates_whole_head=True,
             example={"rope_type": "proportional", "partial_rotary_factor": 0.5, "factor": 2.0},
             hf_name="proportional",
+            doc=(
+                r"the first ``partial_rotary_factor`` share of the ``d/2`` pairs turn at "
+                r":math:`base^{-2k/d} / s`, the other pairs not at all (frequency 0)."
+            ),
+            origin="Gemma 4",
         ),
     )
 }
 #: Every ``rope_type`` that :func:`parse` accepts.
 ROPE_TYPES: tuple[str, ...] = tuple(RECORDS)
+
+
+def type_list() -> str:
+    r"""Every ``rope_type`` as a reStructuredText bullet list, one line per record.
+
+    The list in :func:`~posenc.rope_frequencies`' docstring, and the one the docs
+    show (the ``rope-types`` directive of ``docs/_ext/rope_types.py``): written from
+    each record's :attr:`~RopeType.origin` and :attr:`~RopeType.doc`, so that a new
+    record is listed wherever the types are.
+
+    Example:
+        >>> print(type_list().splitlines()[1])
+        - ``"linear"`` (position interpolation, Chen et al., 2023): :math:`\omega_k / s`.
+    """
+    return "\n".join(
+        f'- ``"{record.name}"``'
+        + (f" ({record.origin})" if record.origin else "")
+        + f": {record.doc}"
+        for record in RECORDS.values()
+    )
+
+
+def reading(key: str) -> tuple[str, ...]:
+    """The ``rope_type`` of every record that reads ``key``, in the records' order.
+
+    Example:
+        >>> reading("original_max_position_embeddings")
+        ('yarn', 'llama3', 'longrope')
+    """
+    return tuple(name for name, record in RECORDS.items() if record.reads(key))
+
 
 #: Keys of schemes posenc does not build yet: refused rather than ignored (none now:
 #: the multimodal keys are built, :data:`MULTIMODAL_KEYS`).

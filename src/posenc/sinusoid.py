@@ -190,7 +190,7 @@ def sinusoidal_table(
         check_domain("positions", positions)
         shape = tuple(positions.shape)
         out_device = torch.device(device) if device is not None else positions.device
-    elif isinstance(positions, bool) or not isinstance(positions, int):
+    elif _checks.as_integer(positions) is None:
         raise TypeError(
             "positions must be an int or an integer tensor, "
             f"got {type(positions).__name__} {positions!r:.60}"

@@ -264,12 +264,12 @@ def grid_positions(
         starts = offset
     else:
         starts = (offset,) * len(counts)
+    checked = []
     for i, (start, n) in enumerate(zip(starts, counts, strict=True)):
-        if isinstance(start, bool) or not isinstance(start, int):
-            raise TypeError(
-                f"offset must be an int or a tuple of ints, got {_checks._show(start)}"
-            )
-        check_domain(f"offset[{i}]" if isinstance(offset, tuple) else "offset", start, count=n)
+        value = _checks.integer("offset", start, "an int or a tuple of ints")
+        check_domain(f"offset[{i}]" if isinstance(offset, tuple) else "offset", value, count=n)
+        checked.append(value)
+    starts = tuple(checked)
     total = 1
     for n in counts:
         total *= n

@@ -90,13 +90,16 @@ def positions_from_lengths(lengths: Tensor | list[int] | tuple[int, ...]) -> Ten
         tensor([0, 1, 0, 1, 2])
     """
     if isinstance(lengths, (list, tuple)):
+        counts = []
         for n in lengths:
-            if isinstance(n, bool) or not isinstance(n, int):
+            count = _checks.as_integer(n)
+            if count is None:
                 raise TypeError(
                     f"lengths must be ints, got {type(n).__name__} {n!r:.40} in {lengths!r:.60}"
                 )
-            _length_in_domain(n)
-        lengths = torch.tensor(lengths, dtype=torch.int64)
+            _length_in_domain(count)
+            counts.append(count)
+        lengths = torch.tensor(counts, dtype=torch.int64)
     lens = _checks.integer_tensor("lengths", lengths, "a list of ints or a 1-D integer tensor")
     if lens.dim() != 1:
         raise ValueError(f"lengths must be 1-D, got shape {tuple(lens.shape)}")

@@ -262,12 +262,16 @@ def _lengths_as_ints(lengths: Tensor | list[int] | tuple[int, ...]) -> list[int]
         if lens.dtype == torch.uint64:
             values = [v + 2**64 if v < 0 else v for v in values]
     else:
-        values = list(lengths)
+        values = []
+        for given in lengths:
+            n = _checks.as_integer(given)
+            if n is None:
+                raise TypeError(
+                    f"lengths must be ints, got {type(given).__name__} {given!r:.40} in "
+                    f"{lengths!r:.60}"
+                )
+            values.append(n)
     for n in values:
-        if isinstance(n, bool) or not isinstance(n, int):
-            raise TypeError(
-                f"lengths must be ints, got {type(n).__name__} {n!r:.40} in {lengths!r:.60}"
-            )
         if n < 0:
             raise ValueError(f"lengths must be >= 0, got {values!r:.80} (holds {n})")
         _length_in_domain(n)
