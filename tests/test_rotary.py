@@ -1134,3 +1134,177 @@ def test_the_module_declares_how_it_reads_positions() -> None:
     dynamic = {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 64}
     assert RotaryEmbedding(8, scaling=dynamic).trained_length == 64
     assert not isinstance(PositionalEncoding(8), ReadsPositions)
+
+
+# --- layouts: the sequence on any dimension, packed inputs --------------------------------
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+def test_sequence_on_dim_1_is_the_transposed_call(layout: str) -> None:
+    rope = RotaryEmbedding(32, layout=layout)  # type: ignore[arg-type]
+    x = torch.randn(2, 9, 4, 32)  # (B, L, H, D): flash-attn's, torchtune's, GPT-J's
+    ids = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [5, 6, 7, 8, 9, 10, 11, 12, 4_000]])
+    for kwargs in ({}, {"offset": 7}, {"positions": ids}, {"offset": torch.tensor([3, 9])}):
+        y = rope(x, seq_dim=1, **kwargs)  # type: ignore[arg-type]
+        assert y.shape == x.shape
+        assert y.is_contiguous()
+        expected = rope(x.transpose(1, 2), **kwargs).transpose(1, 2)  # type: ignore[arg-type]
+        assert torch.equal(y, expected)
+    exact = rotary_reference(x.transpose(1, 2), ids[:, None], roformer_frequencies(32), layout)
+    got = rope(x, seq_dim=1, positions=ids).transpose(1, 2).double().numpy()
+    np.testing.assert_allclose(got, exact, rtol=0, atol=2e-6)
+
+
+def test_seq_dim_counts_from_either_end() -> None:
+    rope = RotaryEmbedding(8)
+    x = torch.randn(2, 5, 3, 8)
+    assert torch.equal(rope(x, seq_dim=1, offset=4), rope(x, seq_dim=-3, offset=4))
+    assert torch.equal(rope(x, seq_dim=2), rope(x, seq_dim=-2))
+    assert torch.equal(rope(x, seq_dim=np.int64(1)), rope(x, seq_dim=1))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packed_tokens_with_per_token_positions(dtype: torch.dtype) -> None:
+    # Packed (T, H, D), as varlen attention takes it: documents of 3, 5 and 2 tokens.
+    rope = RotaryEmbedding(16)
+    lengths = torch.tensor([3, 5, 2])
+    x = torch.randn(10, 4, 16).to(dtype)
+    positions = positions_from_lengths(lengths)
+    y = rope(x, seq_dim=0, positions=positions)
+    pieces = [
+        rope(part.transpose(0, 1)).transpose(0, 1)  # each document on its own, from 0
+        for part in x.split(lengths.tolist())
+    ]
+    assert torch.equal(y, torch.cat(pieces))
+
+
+def test_a_sequence_layout_that_cannot_be_told_apart_is_refused_with_the_fix() -> None:
+    rope = RotaryEmbedding(32)
+    x = torch.randn(2, 16, 8, 32)  # (B, L, H, D), L = 16 tokens, H = 8 heads
+    ids = torch.arange(16).expand(2, 16)
+    with pytest.raises(ValueError, match="pass seq_dim=1") as info:
+        rope(x, positions=ids)  # read as (B, H, L, D): L = 8 does not match
+    assert "holds 8 tokens, and the positions give 16" in str(info.value)
+    with pytest.raises(ValueError, match=r"with L=16, got shape \(8,\)\. .* pass seq_dim=1"):
+        rope(x, seq_dim=1, positions=torch.arange(8))
+    packed = torch.randn(10, 4, 32)
+    with pytest.raises(ValueError, match=r"a packed input .* has no batch"):
+        rope(packed, seq_dim=0, positions=torch.zeros(2, 10, dtype=torch.long))
+    with pytest.raises(ValueError, match="has no batch"):
+        rope(packed, seq_dim=0, offset=torch.tensor([1, 2]))
+
+
+@pytest.mark.parametrize(
+    ("seq_dim", "error", "message"),
+    [
+        (3, ValueError, "seq_dim must name the sequence dimension of the 4-D input"),
+        (-1, ValueError, "one of -4, ..., 2 (the last dimension holds the head_dim=8"),
+        (4, ValueError, "got 4"),
+        (True, TypeError, "seq_dim must be an int, got bool True"),
+        (1.0, TypeError, "seq_dim must be an int, got float 1.0"),
+    ],
+)
+def test_seq_dim_errors(seq_dim: object, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        RotaryEmbedding(8)(torch.randn(2, 3, 4, 8), seq_dim=seq_dim)  # type: ignore[arg-type]
+
+
+# --- training: the gradient is the rotation back ------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_the_gradient_is_the_rotation_by_minus_theta(layout: str, dtype: torch.dtype) -> None:
+    rope = RotaryEmbedding(
+        24, layout=layout, scaling={"rope_type": "default", "partial_rotary_factor": 2 / 3}
+    )  # type: ignore[arg-type]
+    x = torch.randn(2, 3, 300, 24, dtype=dtype, requires_grad=True)  # several slices
+    grad = torch.randn(2, 3, 300, 24, dtype=dtype)
+    offset = 90_000
+    y = rope(x, offset=offset)
+    with torch.no_grad():
+        assert torch.equal(y, rope(x, offset=offset))  # the values of the inference path
+    y.backward(grad)
+    # R(θ)ᵀ = R(-θ): the gradient is the gradient rotated back, rounded once, which is
+    # the forward rotation at the opposite positions.
+    back = torch.arange(300) + offset
+    assert x.grad is not None
+    assert torch.equal(x.grad, rope(grad, positions=-back))
+    exact = rotary_reference(grad, -back.numpy(), roformer_frequencies(16), layout)
+    np.testing.assert_allclose(
+        x.grad.double().numpy(), exact, rtol=0, atol=float(ulp(np.array(4.0), dtype))
+    )
+
+
+def test_second_derivatives_flow_through_the_rotation() -> None:
+    rope = RotaryEmbedding(8)
+    x = torch.randn(1, 5, 8, dtype=torch.float64, requires_grad=True)
+    torch.autograd.gradgradcheck(lambda t: rope(t, offset=3), (x,))
+    torch.autograd.gradcheck(lambda t: rope(t, offset=3), (x,))
+
+
+def test_the_training_path_equals_autograd_through_the_plain_formula() -> None:
+    # float64: one rounding per product either way, so the two agree to the last bits.
+    rope = RotaryEmbedding(16)
+    x = torch.randn(2, 4, 7, 16, dtype=torch.float64, requires_grad=True)
+    cos, sin = rope.cos_sin(7, offset=11, dtype=torch.float64)
+    wide_cos, wide_sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+    plain = x * wide_cos + torch.cat((-x[..., 8:], x[..., :8]), -1) * wide_sin
+    (expected,) = torch.autograd.grad(plain.sum(), x)
+    (got,) = torch.autograd.grad(rope(x, offset=11).sum(), x)
+    torch.testing.assert_close(got, expected, rtol=1e-15, atol=1e-15)
+
+
+# --- the path of a call: what a reader follows -------------------------------------------
+
+
+def _executed(call: object) -> tuple[set[tuple[str, int]], set[tuple[str, int, str]]]:
+    """The distinct lines and functions of src/posenc that ``call()`` runs."""
+    import pathlib
+    import sys
+
+    import posenc
+
+    source = str(pathlib.Path(posenc.__file__).parent)
+    lines: set[tuple[str, int]] = set()
+    functions: set[tuple[str, int, str]] = set()
+
+    def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
+        code = frame.f_code
+        if not code.co_filename.startswith(source):
+            return None
+        if event == "call" and not code.co_name.startswith("<"):  # comprehensions aside
+            functions.add((code.co_filename, code.co_firstlineno, code.co_name))
+        elif event == "line":
+            lines.add((code.co_filename, frame.f_lineno))
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        call()  # type: ignore[operator]
+    finally:
+        sys.settrace(None)
+    return lines, functions
+
+
+@pytest.mark.parametrize(
+    ("call", "most_lines", "most_functions"),
+    [
+        (lambda rope, q, p: rope(q, positions=p), 70, 15),
+        (lambda rope, q, p: rope(q, offset=3), 70, 15),
+    ],
+    ids=["positions", "offset"],
+)
+def test_a_steady_call_runs_a_short_path(
+    call: object, most_lines: int, most_functions: int
+) -> None:
+    # The default RoPE call, after a warm-up: resolve, read the rows, rotate. Its
+    # validation is on the path (the error tests above); what is counted is every
+    # distinct line and function of src/posenc executed, torch's own code aside.
+    rope = RotaryEmbedding(64)
+    q, p = torch.randn(1, 8, 16, 64), torch.arange(16) + 5
+    call(rope, q, p)  # type: ignore[operator]
+    lines, functions = _executed(lambda: call(rope, q, p))  # type: ignore[operator]
+    names = sorted(f"{f.rsplit('/', 1)[-1]}:{name}" for f, _, name in functions)
+    assert len(lines) <= most_lines, (len(lines), names)
+    assert len(functions) <= most_functions, names
