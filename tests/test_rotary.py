@@ -1308,3 +1308,51 @@ def test_a_steady_call_runs_a_short_path(
     names = sorted(f"{f.rsplit('/', 1)[-1]}:{name}" for f, _, name in functions)
     assert len(lines) <= most_lines, (len(lines), names)
     assert len(functions) <= most_functions, names
+
+
+def flash_attn_rule(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool
+) -> torch.Tensor:
+    """flash-attn's reference rotation, ``apply_rotary_emb_torch``, stated from its source.
+
+    flash-attn ships no CPU wheel, so its rule is written out here (flash_attn/layers/
+    rotary.py at 09d422b): ``x`` is (batch, seqlen, nheads, headdim); ``cos`` and ``sin``
+    are (seqlen, rotary_dim / 2) or (batch, seqlen, rotary_dim / 2), widened to one
+    value per feature (each twice: the halves side by side, or neighbours when
+    interleaved) with a 1 for the heads; the features past rotary_dim pass unchanged.
+    """
+    rotated = 2 * cos.shape[-1]
+    if interleaved:
+        cos, sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+        first, second = x[..., 0:rotated:2], x[..., 1:rotated:2]
+        turned = torch.stack((-second, first), dim=-1).flatten(-2)
+    else:
+        cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+        first, second = x[..., : rotated // 2], x[..., rotated // 2 : rotated]
+        turned = torch.cat((-second, first), dim=-1)
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # the heads
+    return torch.cat((x[..., :rotated] * cos + turned * sin, x[..., rotated:]), dim=-1)
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+def test_seq_dim_1_equals_flash_attns_reference_rotation(layout: str) -> None:
+    partial = {"rope_type": "default", "partial_rotary_factor": 0.5}
+    rope = RotaryEmbedding(32, layout=layout, scaling=partial)  # type: ignore[arg-type]
+    x = torch.randn(2, 10, 3, 32, dtype=torch.float64)  # (batch, seqlen, nheads, headdim)
+    interleaved = layout == "interleaved"
+    cos, sin = rope.cos_sin(10, offset=500, dtype=torch.float64)
+    expected = flash_attn_rule(x, cos, sin, interleaved)
+    torch.testing.assert_close(rope(x, seq_dim=1, offset=500), expected, rtol=0, atol=1e-15)
+    # Per-sequence tables (batch, seqlen, rotary_dim / 2): flash-attn's seqlen_offsets.
+    offsets = torch.tensor([3, 9_000])
+    cos, sin = rope.cos_sin(10, offset=offsets, batch=2, dtype=torch.float64)
+    expected = flash_attn_rule(x, cos, sin, interleaved)
+    torch.testing.assert_close(rope(x, seq_dim=1, offset=offsets), expected, rtol=0, atol=1e-15)
+    # Varlen: flash-attn's apply_rotary_emb with cu_seqlens restarts every sequence at
+    # its offset; packed (T, H, D) with positions_from_lengths is that rotation.
+    lengths = torch.tensor([4, 6])
+    packed = x[0]  # (T, H, D), T = 10
+    cos, sin = rope.cos_sin(10, positions=positions_from_lengths(lengths), dtype=torch.float64)
+    expected = flash_attn_rule(packed[None], cos, sin, interleaved)[0]
+    got = rope(packed, seq_dim=0, positions=positions_from_lengths(lengths))
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-15)
