@@ -1356,3 +1356,76 @@ def test_seq_dim_1_equals_flash_attns_reference_rotation(layout: str) -> None:
     expected = flash_attn_rule(packed[None], cos, sin, interleaved)[0]
     got = rope(packed, seq_dim=0, positions=positions_from_lengths(lengths))
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-15)
+
+
+# --- RoPE-Mixed: learned frequencies ------------------------------------------------------
+
+
+def mixed_cis_reference(
+    weight: torch.Tensor, t_x: torch.Tensor, t_y: torch.Tensor
+) -> torch.Tensor:
+    """The authors' ``compute_mixed_cis``, restated in complex128 from its formula.
+
+    naver-ai/rope-vit, ``models/vit_rope.py``: ``freqs_x = t_x ⊗ freqs[0]`` and
+    ``freqs_y = t_y ⊗ freqs[1]`` per head, ``freqs_cis = polar(1, freqs_x + freqs_y)``,
+    shape (heads, N, D/2); it multiplies ``view_as_complex(x.reshape(..., -1, 2))``:
+    features 2k and 2k + 1 are the real and imaginary parts of pair k (interleaved).
+    """
+    phase = t_x[None, :, None] * weight[0][:, None, :] + t_y[None, :, None] * weight[1][:, None, :]
+    return torch.polar(torch.ones_like(phase), phase)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_mixed_frequencies_rotate_as_the_authors_complex_form(dtype: torch.dtype) -> None:
+    from posenc import MixedFrequencies, grid_positions
+
+    torch.manual_seed(0)
+    heads, d = 4, 32
+    rope = RotaryEmbedding(d, layout="interleaved", frequencies=MixedFrequencies(d, heads))
+    q = torch.randn(3, heads, 35, d, dtype=torch.float64)  # a 5 × 7 grid of patches
+    xy = grid_positions(5, 7).flip(0)  # x (column) first, then y (row), as the authors
+    assert rope.frequencies is not None
+    weight = rope.frequencies.weight.detach().to(torch.float64)
+    cis = mixed_cis_reference(weight, xy[0].double(), xy[1].double())
+    exact = torch.view_as_real(torch.view_as_complex(q.reshape(3, heads, 35, -1, 2)) * cis)
+    got = rope(q.to(dtype), positions=xy)
+    # float64: the float64 phases; narrower dtypes: within one ulp of the exact rotation
+    tol = 1e-14 if dtype == torch.float64 else 2 * torch.finfo(dtype).eps
+    torch.testing.assert_close(got.double(), exact.flatten(-2), rtol=tol, atol=tol * 4)
+
+
+def test_mixed_frequencies_start_as_the_authors_and_learn() -> None:
+    from posenc import MixedFrequencies
+
+    torch.manual_seed(3)
+    mixed = MixedFrequencies(16, n_heads=2, base=10.0)
+    # init_random_2d_freqs: speeds 10 ** (-4j / D), j < D/4, along a random angle a for
+    # the first D/4 pairs and a + pi/2 for the others, per head.
+    speeds = 10.0 ** (-torch.arange(0, 16, 4, dtype=torch.float64) / 16)
+    w = mixed.weight.detach().double()
+    for head in range(2):
+        a = torch.atan2(w[1, head, 0], w[0, head, 0])
+        along = torch.stack((a.cos(), a.sin()))[:, None] * speeds
+        across = torch.stack(((a + math.pi / 2).cos(), (a + math.pi / 2).sin()))[:, None] * speeds
+        torch.testing.assert_close(w[:, head], torch.cat((along, across), 1).float().double())
+    rope = RotaryEmbedding(16, layout="interleaved", frequencies=mixed)
+    q = torch.randn(1, 2, 6, 16, requires_grad=True)
+    positions = torch.tensor([[0, 1, 2, 0, 1, 2], [0, 0, 0, 1, 1, 1]])
+    (rope(q, positions=positions) * torch.randn(1, 2, 6, 16)).sum().backward()
+    assert mixed.weight.grad is not None
+    assert mixed.weight.grad.abs().sum() > 0  # the frequencies train
+    assert q.grad is not None
+    assert "frequencies.weight" in rope.state_dict()  # saved, as any parameter
+
+
+def test_mixed_frequencies_errors() -> None:
+    from posenc import MixedFrequencies
+
+    with pytest.raises(ValueError, match="head_dim must be a multiple of 4 for RoPE-Mixed"):
+        MixedFrequencies(6, 2)
+    with pytest.raises(ValueError, match="n_axes must be an int >= 2"):
+        MixedFrequencies(8, 2, n_axes=1)
+    with pytest.raises(ValueError, match="need a RotaryEmbedding of head_dim=8"):
+        RotaryEmbedding(16, frequencies=MixedFrequencies(8, 2))
+    with pytest.raises(TypeError, match="frequencies must be None or a MixedFrequencies"):
+        RotaryEmbedding(16, frequencies=torch.ones(2))  # type: ignore[arg-type]

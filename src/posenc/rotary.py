@@ -38,7 +38,7 @@ from collections.abc import Callable
 from typing import Any, Literal, SupportsIndex
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from . import _checks, _distributed, _runtime, rope_config
 from ._rounding import round_once
@@ -51,6 +51,7 @@ from .rope_config import ROPE_TYPES, RopeConfig
 __all__ = [
     "ROPE_TYPES",
     "ROTARY_LAYOUTS",
+    "MixedFrequencies",
     "RotaryEmbedding",
     "RotaryLayout",
     "apply_rotary",
@@ -488,6 +489,93 @@ def _rotated(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tenso
     return torch.cat((y, x[..., rotated:]), dim=-1) if rotated < x.shape[-1] else y
 
 
+# -- Learned frequencies -----------------------------------------------------------------
+
+
+class MixedFrequencies(nn.Module):
+    r"""RoPE-Mixed's learned frequencies (Heo et al., 2024): each head mixes the axes.
+
+    Pair ``k`` of head ``h`` at the position :math:`(p_x, p_y)` of a patch turns by
+    :math:`\theta = p_x w_{x,h,k} + p_y w_{y,h,k}`: a learned direction in the plane
+    and a learned speed, where axial RoPE turns each pair with one axis only. Give it
+    to :class:`RotaryEmbedding` (``frequencies=``): the phases are the float64 sum of
+    products with the parameters widened, and cos and sin are rounded once, under
+    autograd (the parameters are trained; nothing is tabled).
+
+    Args:
+        head_dim: Features per head, D (a multiple of 4).
+        n_heads: Number of heads, H: each its own frequencies.
+        n_axes: Number of position axes A: 2 for images (x, y), as the authors;
+            more (a video's time) start at zero and are learned like the others.
+        base: Base of the initial speeds :math:`base^{-4j/D}`, ``j < D/4`` (the
+            authors' ``rope_theta``, 10 for RoPE-Mixed).
+
+    Attributes:
+        weight: The frequencies, ``(A, H, D/2)``, axis x then y, initialised as the
+            authors do: per head a random angle :math:`a`, the first D/4 pairs along
+            :math:`a`, the others along :math:`a + \pi/2`.
+
+    Shapes:
+        - positions: ``(A, L)`` or ``(A, B, L)``, x then y (e.g. from
+          :func:`~posenc.grid_positions`, whose rows come first: flipped)
+        - output: phases, float64, ``(H, L, D/2)`` or ``(B, H, L, D/2)``
+
+    Example:
+        >>> import torch
+        >>> from posenc import MixedFrequencies, RotaryEmbedding, grid_positions
+        >>> rope = RotaryEmbedding(16, layout="interleaved",
+        ...                        frequencies=MixedFrequencies(16, n_heads=4))
+        >>> q = torch.randn(1, 4, 6, 16)                 # (B, H, L, D), a 2 × 3 grid
+        >>> rope(q, positions=grid_positions(2, 3).flip(0)).shape
+        torch.Size([1, 4, 6, 16])
+        >>> rope.frequencies
+        MixedFrequencies(head_dim=16, n_heads=4, n_axes=2, base=10)
+        >>> sum(p.numel() for p in rope.parameters())  # 2 axes × 4 heads × 8 pairs
+        64
+    """
+
+    def __init__(
+        self, head_dim: int, n_heads: int, *, n_axes: int = 2, base: float = 10.0
+    ) -> None:
+        super().__init__()
+        head_dim = _checks.positive_int("head_dim", head_dim)
+        if head_dim % 4:
+            raise ValueError(f"head_dim must be a multiple of 4 for RoPE-Mixed, got {head_dim}")
+        if not isinstance(n_axes, int) or isinstance(n_axes, bool) or n_axes < 2:
+            raise ValueError(f"n_axes must be an int >= 2, got {_checks._show(n_axes)}")
+        self.n_heads = _checks.positive_int("n_heads", n_heads)
+        self.n_axes, self.base = n_axes, _checks.base(base)
+        self.weight = nn.Parameter(torch.empty(n_axes, self.n_heads, head_dim // 2))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The authors' initialisation (``init_random_2d_freqs``), from float64.
+
+        Axes past the first two (``n_axes > 2``, e.g. time) start at zero.
+        """
+        if self.weight.is_meta:
+            return  # no values to set: to_empty() and this call again give them
+        quarter = self.weight.shape[-1] // 2
+        speed = self.base ** (-4.0 * torch.arange(quarter, dtype=_F64) / (4 * quarter))
+        angle = torch.rand(self.n_heads, 1, dtype=_F64, device=_CPU) * 2 * math.pi
+        angle = torch.cat((angle.expand(-1, quarter), angle.expand(-1, quarter) + math.pi / 2), 1)
+        mixed = torch.stack((angle.cos(), angle.sin())) * speed.repeat(2)
+        with torch.no_grad():
+            self.weight.zero_()
+            self.weight[:2].copy_(mixed)
+
+    def extra_repr(self) -> str:
+        """The configuration, shown in the module's repr."""
+        d, h = 2 * self.weight.shape[-1], self.n_heads
+        return f"head_dim={d}, n_heads={h}, n_axes={self.n_axes}, base={self.base:g}"
+
+    def forward(self, positions: Tensor) -> Tensor:
+        """Phases in float64: ``(H, L, D/2)``, or ``(B, H, L, D/2)`` for ``(A, B, L)``."""
+        weight = self.weight.to(_F64)
+        pattern = "al,ahk->hlk" if positions.dim() == 2 else "abl,ahk->bhlk"
+        return torch.einsum(pattern, positions.to(weight), weight)
+
+
 # -- The module --------------------------------------------------------------------------
 
 
@@ -624,6 +712,7 @@ class RotaryEmbedding(DerivedTables):
         scaling: dict[str, Any] | None = None,
         max_len: int = 4096,
         axes: tuple[int, ...] | list[int] | None = None,
+        frequencies: MixedFrequencies | None = None,
     ) -> None:
         super().__init__()
         self.head_dim: int = _checks.positive_int("head_dim", head_dim)
@@ -661,6 +750,11 @@ class RotaryEmbedding(DerivedTables):
         # The axes positions are read on (resolve_axes' forms), or None for one stream
         # (resolve's): this module's reading, which the DTensor glue reads positions by.
         self.position_axes: int | None = None if self._pair_axes is None else self.n_axes
+        # Learned frequencies: positions on their axes, phases from their parameters.
+        self.frequencies: MixedFrequencies | None = _learned(frequencies, self)
+        if frequencies is not None:
+            self.position_axes = self.n_axes = frequencies.n_axes
+            self._table_rows = 0
         # How this module reads offset and positions, fractional ones included.
         self._resolve: Callable[..., Positions | AxisPositions] = (
             functools.partial(resolve, fractional=True)
@@ -835,6 +929,13 @@ class RotaryEmbedding(DerivedTables):
     ) -> tuple[Tensor, Tensor]:
         """Cos and sin at ``at``, computed from float64 and rounded once (no table)."""
         compute = _runtime.work_device(device)  # where float64 runs: the CPU for MPS
+        if self.frequencies is not None:  # learned: phases from the parameters, not tabled
+            values = at.tensor(compute)
+            if isinstance(at, Positions):  # one stream on every axis
+                values = values.expand(self.frequencies.n_axes, *values.shape)
+            angles = self.frequencies(values)
+            cos, sin = round_once(angles.cos(), dtype), round_once(angles.sin(), dtype)
+            return cos.to(device), sin.to(device)
         freqs = self._frequencies(at, compute, seq_len)
         if isinstance(at, AxisPositions):
             assert self._pair_axes is not None
@@ -966,7 +1067,8 @@ class RotaryEmbedding(DerivedTables):
             cos, sin = self._rows(x.shape[-2], offset, positions, batch, dtype, x.device, seq_len)
         except ValueError as error:
             raise _layout_hint(error, x, positions) from error.__cause__
-        if cos.dim() == 3 and x.dim() > 3:  # one row per sequence: broadcast over the heads
+        # one row per sequence: broadcast over the heads (learned rows have their heads)
+        if cos.dim() == 3 and x.dim() > 3 and self.frequencies is None:
             cos = cos.view(cos.shape[0], *(1,) * (x.dim() - 3), *cos.shape[1:])
             sin = sin.view(cos.shape)
         return _rotate(x, cos, sin, self.layout)
@@ -1010,6 +1112,26 @@ def _per_sequence(offset: object, positions: object) -> bool:
     if isinstance(positions, Tensor) and positions.dim() >= 2:
         return positions.shape[-2] != 1
     return isinstance(offset, Tensor) and offset.dim() == 1 and offset.shape[0] != 1
+
+
+def _learned(
+    frequencies: MixedFrequencies | None, rope: RotaryEmbedding
+) -> MixedFrequencies | None:
+    """``frequencies``, checked against the module that turns by them."""
+    if frequencies is None:
+        return None
+    if not isinstance(frequencies, MixedFrequencies):
+        raise TypeError(
+            f"frequencies must be None or a MixedFrequencies, got {_checks._show(frequencies)}"
+        )
+    pairs = frequencies.weight.shape[-1]
+    if 2 * pairs != rope.rotary_dim or rope.axes is not None or rope.scaling is not None:
+        raise ValueError(
+            f"frequencies of {2 * pairs} features need a RotaryEmbedding of head_dim="
+            f"{2 * pairs}, without axes or scaling (they set the frequencies), got "
+            f"head_dim={rope.head_dim}, axes={rope.axes}, scaling={rope.scaling}"
+        )
+    return frequencies
 
 
 def _layout_hint(error: ValueError, x: Tensor, positions: Tensor | None) -> ValueError:
