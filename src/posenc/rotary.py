@@ -361,9 +361,9 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = 
     """
     layout = _checks.choice("layout", layout, ROTARY_LAYOUTS)
     x, cos, sin = _checks.apply_rotary_args(x, cos, sin)
-    work = torch.promote_types(x.dtype, cos.dtype)  # the products' dtype
-    if cos.dtype is not work:
-        cos, sin = cos.to(work), sin.to(work)
+    products = torch.promote_types(x.dtype, cos.dtype)  # the dtype the products are in
+    if cos.dtype is not products:
+        cos, sin = cos.to(products), sin.to(products)
     return _rotate(x, cos, sin, layout)
 
 
@@ -768,9 +768,9 @@ class RotaryEmbedding(DerivedTables):
         return shape, shape
 
     def _derive(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
-        work = _runtime.work_device(device)
-        positions = torch.arange(self.max_len, device=work)
-        cos, sin = _cos_sin(positions, self._freqs.to(work), self.attention_factor, dtype)
+        compute = _runtime.work_device(device)  # where float64 runs: the CPU for MPS
+        positions = torch.arange(self.max_len, device=compute)
+        cos, sin = _cos_sin(positions, self._freqs.to(compute), self.attention_factor, dtype)
         return cos.to(device), sin.to(device)
 
     def _describe(self) -> str:
