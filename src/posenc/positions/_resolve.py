@@ -363,7 +363,7 @@ def resolve(
             ``device``; a position lies outside the domain ``|p| < 2**62``; a
             fractional position is NaN or infinite.
     """
-    if type(length) is not int or length < 0:
+    if type(length) is not int or not 0 <= length <= INT64_MAX:
         length = _checks.length("length", length)
     offset_only = positions is None and type(offset) is int  # check_domain's test, inline:
     if offset_only and POSITION_MIN <= offset <= POSITION_MAX + 1 - max(length, 1):
