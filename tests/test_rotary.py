@@ -1429,3 +1429,25 @@ def test_mixed_frequencies_errors() -> None:
         RotaryEmbedding(16, frequencies=MixedFrequencies(8, 2))
     with pytest.raises(TypeError, match="frequencies must be None or a MixedFrequencies"):
         RotaryEmbedding(16, frequencies=torch.ones(2))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"positions": torch.tensor([[4000]])},
+        {"positions": torch.tensor([3, 1, 2])},
+        {"offset": torch.tensor(5)},
+        {"offset": 5},
+    ],
+    ids=["one-position", "positions", "tensor-offset", "int-offset"],
+)
+def test_cos_sin_never_hands_out_the_tables(kwargs: dict[str, object]) -> None:
+    rope = RotaryEmbedding(8)
+    length = 1 if "positions" in kwargs and kwargs["positions"].dim() == 2 else 3  # type: ignore[union-attr]
+    batch = 1 if length == 1 else None
+    cos, sin = rope.cos_sin(length, batch=batch, **kwargs)  # type: ignore[arg-type]
+    tables = {rope._cos.untyped_storage().data_ptr(), rope._sin.untyped_storage().data_ptr()}
+    assert cos.untyped_storage().data_ptr() not in tables
+    assert sin.untyped_storage().data_ptr() not in tables
+    cos.fill_(7.0)
+    assert not (rope.cos_sin(8)[0] == 7.0).any()

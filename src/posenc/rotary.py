@@ -881,9 +881,12 @@ class RotaryEmbedding(DerivedTables):
         length = _checks.nonnegative_int("length", length)
         dtype = _checks.floating_dtype("dtype", self._dtype if dtype is None else dtype)
         device = self._cos.device if device is None else torch.device(device)
-        rows = self._rows(length, offset, positions, batch, dtype, device, seq_len, anywhere=True)
-        cos, sin = self._fresh(*rows)
-        return cos, sin
+        cos, sin = self._rows(
+            length, offset, positions, batch, dtype, device, seq_len, anywhere=True
+        )
+        if positions is None and not isinstance(offset, Tensor):
+            cos, sin = self._fresh(cos, sin)  # a run of positions: maybe views of the tables
+        return cos, sin  # else gathered from the tables or computed: new tensors
 
     def _rows(
         self,
