@@ -878,8 +878,9 @@ class RotaryEmbedding(DerivedTables):
             >>> rope.bfloat16().cos_sin(3)[0].dtype    # the module's dtype
             torch.bfloat16
         """
-        length = _checks.nonnegative_int("length", length)
-        dtype = _checks.floating_dtype("dtype", self._dtype if dtype is None else dtype)
+        if type(length) is not int or length < 0:
+            length = _checks.nonnegative_int("length", length)
+        dtype = self._dtype if dtype is None else _checks.floating_dtype("dtype", dtype)
         device = self._cos.device if device is None else torch.device(device)
         cos, sin = self._rows(
             length, offset, positions, batch, dtype, device, seq_len, anywhere=True

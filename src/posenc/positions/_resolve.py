@@ -373,7 +373,10 @@ def resolve(
         # The common case, each check asked positively, the values read once (their
         # bounds kept for Positions.within). Anything else takes the general path,
         # which explains what is wrong.
-        low, high = map(int, torch.aminmax(positions))  # type: ignore[arg-type]
+        if positions.numel() == 1:  # type: ignore[union-attr]  # one token: one read
+            low = high = int(positions)  # type: ignore[arg-type]
+        else:
+            low, high = map(int, torch.aminmax(positions))  # type: ignore[arg-type]
         if low >= POSITION_MIN and high <= POSITION_MAX:
             return Positions(length, None, positions, (low, high))
     if positions is not None:
