@@ -20,6 +20,10 @@ Sections (``--sections``, comma-separated keys or prefixes):
   2 GiB float32 tensor once (``torch.empty`` then ``fill_``, page faults included).
 - ``rope-{float32,bfloat16}``: the cases of ``rotary_cases.py`` (this directory), when it is
   there.
+- ``rope-train-{float32,bfloat16}-{small,large}``: forward + backward of q and k at
+  (8, 8, 256, 32) and (4, 32, 1024, 128), posenc against plain rotate-half under autograd
+  (``rotary_cases.training_cases``); ``rope-token-{float32,bfloat16}``: one decoding
+  step's ``rope(q)``, ``rope(k)`` against rotate-half with precomputed rows.
 - ``hf-rotary-*``, ``decode-*``, ``bias-*``: the cases of ``peer_cases.py`` (this directory),
   each beside the code it replaces (transformers' rotary and T5 bias, the ALiBi one-liner,
   the plain input layer), which is the section's floor; with transformers installed.
@@ -344,6 +348,36 @@ def rotary(dtype: torch.dtype) -> Section | tuple[str, str]:
     return Section.of(key, f"RoPE, {name}", floor, cases, baseline=baseline, note=note)
 
 
+TRAINING_SHAPES = {"small": (8, 8, 256, 32), "large": (4, 32, 1024, 128)}
+
+
+def rotary_training(dtype: torch.dtype, size: str) -> Section:
+    import rotary_cases
+
+    name = str(dtype).removeprefix("torch.")
+    batch, heads, length, head_dim = TRAINING_SHAPES[size]
+    cases = rotary_cases.training_cases(
+        dtype, batch=batch, heads=heads, length=length, head_dim=head_dim
+    )
+    return Section.of(
+        f"rope-train-{name}-{size}", f"RoPE forward + backward, {name}, {size}", "floor",
+        cases, baseline="plain", training=True,
+        note=f"q and k of (B, H, L, D) = {TRAINING_SHAPES[size]}, each rotated, then the "
+        "backward of both. Floor: q, k and their two gradients copied into fresh tensors.",
+    )  # fmt: skip
+
+
+def rotary_token(dtype: torch.dtype) -> Section:
+    import rotary_cases
+
+    name = str(dtype).removeprefix("torch.")
+    return Section.of(
+        f"rope-token-{name}", f"RoPE, one token, {name}", "plain",
+        rotary_cases.token_cases(dtype), calls=TINY_CALLS,
+        note="q, k (1, 32, 1, 128) at 4000. Floor: rotate-half with the rows precomputed.",
+    )  # fmt: skip
+
+
 # Timed calls per round for the calls of tens of microseconds (one token): the median of
 # more calls, so that one slow moment of a shared machine moves a round's figure less.
 TINY_CALLS = 25
@@ -425,9 +459,13 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
     builders["table"] = lambda: table(args)
     if importlib.util.find_spec("rotary_cases") is not None:
         for dtype in (torch.float32, torch.bfloat16):
-            builders[f"rope-{str(dtype).removeprefix('torch.')}"] = lambda dtype=dtype: rotary(
-                dtype
-            )
+            name = str(dtype).removeprefix("torch.")
+            builders[f"rope-{name}"] = lambda dtype=dtype: rotary(dtype)
+            for size in TRAINING_SHAPES:
+                builders[f"rope-train-{name}-{size}"] = lambda dtype=dtype, size=size: (
+                    rotary_training(dtype, size)
+                )
+            builders[f"rope-token-{name}"] = lambda dtype=dtype: rotary_token(dtype)
     if importlib.util.find_spec("transformers") is not None:
         builders.update(peer_sections())
     patterns = args.sections.split(",")

@@ -123,6 +123,73 @@ def make_cases(
     return cases
 
 
+def training_cases(
+    dtype: torch.dtype, *, batch: int, heads: int, length: int, head_dim: int
+) -> list[tuple[str, str, Callable[[], object]]]:
+    """Forward + backward of q and k, (B, H, L, D) each: posenc against plain rotate-half.
+
+    - floor: the copy floor of both directions: q and k copied into fresh tensors, and
+      their two gradients copied again (what any rotation and its backward must write).
+    - plain: ``q * cos + rotate_half(q) * sin`` with (L, D) tables in the input's dtype,
+      as the models' code and Hugging Face write it; autograd derives its backward.
+    - posenc: ``RotaryEmbedding(D)`` on q and on k, whose backward is the rotation back.
+    """
+    torch.manual_seed(0)
+    q, k, grad_q, grad_k = (torch.randn(batch, heads, length, head_dim).to(dtype) for _ in "qkgg")
+    q.requires_grad_(True)
+    k.requires_grad_(True)
+    rope = posenc.RotaryEmbedding(head_dim, max_len=max(length, 4096))
+    cos, sin = rope.cos_sin(length)
+    cos, sin = torch.cat((cos, cos), -1).to(dtype), torch.cat((sin, sin), -1).to(dtype)
+    h = head_dim // 2
+
+    def rotate_half(t: torch.Tensor) -> torch.Tensor:
+        return torch.cat((-t[..., h:], t[..., :h]), dim=-1)
+
+    def step(rotate: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[], object]:
+        def run() -> None:
+            torch.autograd.backward((rotate(q), rotate(k)), (grad_q, grad_k))
+            q.grad = k.grad = None
+
+        return run
+
+    def floor() -> object:
+        with torch.no_grad():
+            return [torch.empty_like(t).copy_(t) for t in (q, k, grad_q, grad_k)]
+
+    return [
+        ("floor", "floor: 4 copies (q, k, their gradients)", floor),
+        ("plain", "plain rotate-half, autograd", step(lambda t: t * cos + rotate_half(t) * sin)),
+        ("posenc", "posenc RotaryEmbedding", step(rope)),
+    ]
+
+
+def token_cases(dtype: torch.dtype) -> list[tuple[str, str, Callable[[], object]]]:
+    """One decoding step's rotation: q and k (1, 32, 1, 128) at position 4000, inference.
+
+    - plain: rotate-half with the token's (1, D) cos and sin rows, precomputed in the
+      input's dtype (the least a model's code does per step).
+    - posenc: ``rope(q, offset=4000)`` and ``rope(k, offset=4000)``.
+    """
+    torch.manual_seed(0)
+    q, k = (torch.randn(1, 32, 1, 128).to(dtype) for _ in "qk")
+    rope = posenc.RotaryEmbedding(128, max_len=4096)
+    cos, sin = rope.cos_sin(1, offset=4000)
+    cos, sin = torch.cat((cos, cos), -1).to(dtype), torch.cat((sin, sin), -1).to(dtype)
+
+    def plain() -> object:
+        return [t * cos + torch.cat((-t[..., 64:], t[..., :64]), dim=-1) * sin for t in (q, k)]
+
+    return [
+        ("plain", "plain rotate-half, rows precomputed", plain),
+        (
+            "posenc",
+            "posenc rope(q), rope(k)",
+            lambda: (rope(q, offset=4000), rope(k, offset=4000)),
+        ),
+    ]
+
+
 def time_cases(
     cases: list[tuple[str, str, Callable[[], object]]], rounds: int, min_run_time: float
 ) -> dict[str, list[float]]:

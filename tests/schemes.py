@@ -257,11 +257,22 @@ def _rotary(
     rows: int | None = None,
     axes: int = 0,
     axis_dims: tuple[int, ...] | None = None,
+    learned: bool = False,
+    omit: frozenset[str] = frozenset(),
     **options: object,
 ) -> Scheme:
-    """A RotaryEmbedding entry: D features, MAX_LEN rows, the rotary contracts."""
+    """A RotaryEmbedding entry: D features, MAX_LEN rows, the rotary contracts.
+
+    ``learned``: with RoPE-Mixed's learned frequencies, each module its own (seeded).
+    """
 
     def make() -> nn.Module:
+        if learned:
+            with torch.random.fork_rng():
+                torch.manual_seed(0)
+                # 3 axes (a video's t, x, y): (2, L) positions would be ambiguous with
+                # the registry's batch of 2
+                options["frequencies"] = posenc.MixedFrequencies(D, HEADS, n_axes=3)
         return posenc.RotaryEmbedding(D, max_len=MAX_LEN, axes=axis_dims, **options)  # type: ignore[arg-type]
 
     return Scheme(
@@ -275,6 +286,7 @@ def _rotary(
         rows=rows,
         accessor=_cos_sin,
         axes=axes,
+        omit=omit,
     )
 
 
@@ -323,6 +335,13 @@ SCHEMES: list[Scheme] = [
     ),
     _rotary(  # FLUX's form: three axes, each its own ladder, pairs interleaved
         "RotaryEmbedding-axes", axes=3, base=10_000.0, layout="interleaved", axis_dims=(8, 12, 12)
+    ),
+    _rotary(  # RoPE-Mixed: learned per-head frequencies on two axes (Heo et al., 2024)
+        "RotaryEmbedding-Mixed",
+        axes=3,
+        layout="interleaved",
+        learned=True,
+        omit=frozenset({"compile_past_max_len"}),  # nothing is tabled: one graph at any length
     ),
     _rotary(  # Qwen3-VL's M-RoPE (compiled == eager: vllm 40680)
         "RotaryEmbedding-mrope-interleaved",

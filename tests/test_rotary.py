@@ -1134,3 +1134,320 @@ def test_the_module_declares_how_it_reads_positions() -> None:
     dynamic = {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 64}
     assert RotaryEmbedding(8, scaling=dynamic).trained_length == 64
     assert not isinstance(PositionalEncoding(8), ReadsPositions)
+
+
+# --- layouts: the sequence on any dimension, packed inputs --------------------------------
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+def test_sequence_on_dim_1_is_the_transposed_call(layout: str) -> None:
+    rope = RotaryEmbedding(32, layout=layout)  # type: ignore[arg-type]
+    x = torch.randn(2, 9, 4, 32)  # (B, L, H, D): flash-attn's, torchtune's, GPT-J's
+    ids = torch.tensor([[0, 1, 2, 3, 4, 5, 6, 7, 8], [5, 6, 7, 8, 9, 10, 11, 12, 4_000]])
+    for kwargs in ({}, {"offset": 7}, {"positions": ids}, {"offset": torch.tensor([3, 9])}):
+        y = rope(x, seq_dim=1, **kwargs)  # type: ignore[arg-type]
+        assert y.shape == x.shape
+        assert y.is_contiguous()
+        expected = rope(x.transpose(1, 2), **kwargs).transpose(1, 2)  # type: ignore[arg-type]
+        assert torch.equal(y, expected)
+    exact = rotary_reference(x.transpose(1, 2), ids[:, None], roformer_frequencies(32), layout)
+    got = rope(x, seq_dim=1, positions=ids).transpose(1, 2).double().numpy()
+    np.testing.assert_allclose(got, exact, rtol=0, atol=2e-6)
+
+
+def test_seq_dim_counts_from_either_end() -> None:
+    rope = RotaryEmbedding(8)
+    x = torch.randn(2, 5, 3, 8)
+    assert torch.equal(rope(x, seq_dim=1, offset=4), rope(x, seq_dim=-3, offset=4))
+    assert torch.equal(rope(x, seq_dim=2), rope(x, seq_dim=-2))
+    assert torch.equal(rope(x, seq_dim=np.int64(1)), rope(x, seq_dim=1))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packed_tokens_with_per_token_positions(dtype: torch.dtype) -> None:
+    # Packed (T, H, D), as varlen attention takes it: documents of 3, 5 and 2 tokens.
+    rope = RotaryEmbedding(16)
+    lengths = torch.tensor([3, 5, 2])
+    x = torch.randn(10, 4, 16).to(dtype)
+    positions = positions_from_lengths(lengths)
+    y = rope(x, seq_dim=0, positions=positions)
+    pieces = [
+        rope(part.transpose(0, 1)).transpose(0, 1)  # each document on its own, from 0
+        for part in x.split(lengths.tolist())
+    ]
+    assert torch.equal(y, torch.cat(pieces))
+
+
+def test_a_sequence_layout_that_cannot_be_told_apart_is_refused_with_the_fix() -> None:
+    rope = RotaryEmbedding(32)
+    x = torch.randn(2, 16, 8, 32)  # (B, L, H, D), L = 16 tokens, H = 8 heads
+    ids = torch.arange(16).expand(2, 16)
+    with pytest.raises(ValueError, match="pass seq_dim=1") as info:
+        rope(x, positions=ids)  # read as (B, H, L, D): L = 8 does not match
+    assert "holds 8 tokens, and the positions give 16" in str(info.value)
+    with pytest.raises(ValueError, match=r"with L=16, got shape \(8,\)\. .* pass seq_dim=1"):
+        rope(x, seq_dim=1, positions=torch.arange(8))
+    packed = torch.randn(10, 4, 32)
+    with pytest.raises(ValueError, match=r"a packed input .* has no batch"):
+        rope(packed, seq_dim=0, positions=torch.zeros(2, 10, dtype=torch.long))
+    with pytest.raises(ValueError, match="has no batch"):
+        rope(packed, seq_dim=0, offset=torch.tensor([1, 2]))
+
+
+@pytest.mark.parametrize(
+    ("seq_dim", "error", "message"),
+    [
+        (3, ValueError, "seq_dim must name the sequence dimension of the 4-D input"),
+        (-1, ValueError, "one of -4, ..., 2 (the last dimension holds the head_dim=8"),
+        (4, ValueError, "got 4"),
+        (True, TypeError, "seq_dim must be an int, got bool True"),
+        (1.0, TypeError, "seq_dim must be an int, got float 1.0"),
+    ],
+)
+def test_seq_dim_errors(seq_dim: object, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=re.escape(message)):
+        RotaryEmbedding(8)(torch.randn(2, 3, 4, 8), seq_dim=seq_dim)  # type: ignore[arg-type]
+
+
+# --- training: the gradient is the rotation back ------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_the_gradient_is_the_rotation_by_minus_theta(layout: str, dtype: torch.dtype) -> None:
+    rope = RotaryEmbedding(
+        24, layout=layout, scaling={"rope_type": "default", "partial_rotary_factor": 2 / 3}
+    )  # type: ignore[arg-type]
+    x = torch.randn(2, 3, 300, 24, dtype=dtype, requires_grad=True)  # several slices
+    grad = torch.randn(2, 3, 300, 24, dtype=dtype)
+    offset = 90_000
+    y = rope(x, offset=offset)
+    with torch.no_grad():
+        assert torch.equal(y, rope(x, offset=offset))  # the values of the inference path
+    y.backward(grad)
+    # R(θ)ᵀ = R(-θ): the gradient is the gradient rotated back, rounded once, which is
+    # the forward rotation at the opposite positions.
+    back = torch.arange(300) + offset
+    assert x.grad is not None
+    assert torch.equal(x.grad, rope(grad, positions=-back))
+    exact = rotary_reference(grad, -back.numpy(), roformer_frequencies(16), layout)
+    np.testing.assert_allclose(
+        x.grad.double().numpy(), exact, rtol=0, atol=float(ulp(np.array(4.0), dtype))
+    )
+
+
+def test_second_derivatives_flow_through_the_rotation() -> None:
+    rope = RotaryEmbedding(8)
+    x = torch.randn(1, 5, 8, dtype=torch.float64, requires_grad=True)
+    torch.autograd.gradgradcheck(lambda t: rope(t, offset=3), (x,))
+    torch.autograd.gradcheck(lambda t: rope(t, offset=3), (x,))
+
+
+def test_the_training_path_equals_autograd_through_the_plain_formula() -> None:
+    # float64: one rounding per product either way, so the two agree to the last bits.
+    rope = RotaryEmbedding(16)
+    x = torch.randn(2, 4, 7, 16, dtype=torch.float64, requires_grad=True)
+    cos, sin = rope.cos_sin(7, offset=11, dtype=torch.float64)
+    wide_cos, wide_sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+    plain = x * wide_cos + torch.cat((-x[..., 8:], x[..., :8]), -1) * wide_sin
+    (expected,) = torch.autograd.grad(plain.sum(), x)
+    (got,) = torch.autograd.grad(rope(x, offset=11).sum(), x)
+    torch.testing.assert_close(got, expected, rtol=1e-15, atol=1e-15)
+
+
+# --- the path of a call: what a reader follows -------------------------------------------
+
+
+def _executed(call: object) -> tuple[set[tuple[str, int]], set[tuple[str, int, str]]]:
+    """The distinct lines and functions of src/posenc that ``call()`` runs."""
+    import pathlib
+    import sys
+
+    import posenc
+
+    source = str(pathlib.Path(posenc.__file__).parent)
+    lines: set[tuple[str, int]] = set()
+    functions: set[tuple[str, int, str]] = set()
+
+    def tracer(frame, event, arg):  # type: ignore[no-untyped-def]
+        code = frame.f_code
+        if not code.co_filename.startswith(source):
+            return None
+        if event == "call" and not code.co_name.startswith("<"):  # comprehensions aside
+            functions.add((code.co_filename, code.co_firstlineno, code.co_name))
+        elif event == "line":
+            lines.add((code.co_filename, frame.f_lineno))
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        call()  # type: ignore[operator]
+    finally:
+        sys.settrace(None)
+    return lines, functions
+
+
+@pytest.mark.parametrize(
+    ("call", "most_lines", "most_functions"),
+    [
+        (lambda rope, q, p: rope(q, positions=p), 70, 15),
+        (lambda rope, q, p: rope(q, offset=3), 70, 15),
+    ],
+    ids=["positions", "offset"],
+)
+def test_a_steady_call_runs_a_short_path(
+    call: object, most_lines: int, most_functions: int
+) -> None:
+    # The default RoPE call, after a warm-up: resolve, read the rows, rotate. Its
+    # validation is on the path (the error tests above); what is counted is every
+    # distinct line and function of src/posenc executed, torch's own code aside.
+    rope = RotaryEmbedding(64)
+    q, p = torch.randn(1, 8, 16, 64), torch.arange(16) + 5
+    call(rope, q, p)  # type: ignore[operator]
+    lines, functions = _executed(lambda: call(rope, q, p))  # type: ignore[operator]
+    names = sorted(f"{f.rsplit('/', 1)[-1]}:{name}" for f, _, name in functions)
+    assert len(lines) <= most_lines, (len(lines), names)
+    assert len(functions) <= most_functions, names
+
+
+def flash_attn_rule(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, interleaved: bool
+) -> torch.Tensor:
+    """flash-attn's reference rotation, ``apply_rotary_emb_torch``, stated from its source.
+
+    flash-attn ships no CPU wheel, so its rule is written out here (flash_attn/layers/
+    rotary.py at 09d422b): ``x`` is (batch, seqlen, nheads, headdim); ``cos`` and ``sin``
+    are (seqlen, rotary_dim / 2) or (batch, seqlen, rotary_dim / 2), widened to one
+    value per feature (each twice: the halves side by side, or neighbours when
+    interleaved) with a 1 for the heads; the features past rotary_dim pass unchanged.
+    """
+    rotated = 2 * cos.shape[-1]
+    if interleaved:
+        cos, sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+        first, second = x[..., 0:rotated:2], x[..., 1:rotated:2]
+        turned = torch.stack((-second, first), dim=-1).flatten(-2)
+    else:
+        cos, sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+        first, second = x[..., : rotated // 2], x[..., rotated // 2 : rotated]
+        turned = torch.cat((-second, first), dim=-1)
+    cos, sin = cos.unsqueeze(-2), sin.unsqueeze(-2)  # the heads
+    return torch.cat((x[..., :rotated] * cos + turned * sin, x[..., rotated:]), dim=-1)
+
+
+@pytest.mark.parametrize("layout", ROTARY_LAYOUTS)
+def test_seq_dim_1_equals_flash_attns_reference_rotation(layout: str) -> None:
+    partial = {"rope_type": "default", "partial_rotary_factor": 0.5}
+    rope = RotaryEmbedding(32, layout=layout, scaling=partial)  # type: ignore[arg-type]
+    x = torch.randn(2, 10, 3, 32, dtype=torch.float64)  # (batch, seqlen, nheads, headdim)
+    interleaved = layout == "interleaved"
+    cos, sin = rope.cos_sin(10, offset=500, dtype=torch.float64)
+    expected = flash_attn_rule(x, cos, sin, interleaved)
+    torch.testing.assert_close(rope(x, seq_dim=1, offset=500), expected, rtol=0, atol=1e-15)
+    # Per-sequence tables (batch, seqlen, rotary_dim / 2): flash-attn's seqlen_offsets.
+    offsets = torch.tensor([3, 9_000])
+    cos, sin = rope.cos_sin(10, offset=offsets, batch=2, dtype=torch.float64)
+    expected = flash_attn_rule(x, cos, sin, interleaved)
+    torch.testing.assert_close(rope(x, seq_dim=1, offset=offsets), expected, rtol=0, atol=1e-15)
+    # Varlen: flash-attn's apply_rotary_emb with cu_seqlens restarts every sequence at
+    # its offset; packed (T, H, D) with positions_from_lengths is that rotation.
+    lengths = torch.tensor([4, 6])
+    packed = x[0]  # (T, H, D), T = 10
+    cos, sin = rope.cos_sin(10, positions=positions_from_lengths(lengths), dtype=torch.float64)
+    expected = flash_attn_rule(packed[None], cos, sin, interleaved)[0]
+    got = rope(packed, seq_dim=0, positions=positions_from_lengths(lengths))
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-15)
+
+
+# --- RoPE-Mixed: learned frequencies ------------------------------------------------------
+
+
+def mixed_cis_reference(
+    weight: torch.Tensor, t_x: torch.Tensor, t_y: torch.Tensor
+) -> torch.Tensor:
+    """The authors' ``compute_mixed_cis``, restated in complex128 from its formula.
+
+    naver-ai/rope-vit, ``models/vit_rope.py``: ``freqs_x = t_x ⊗ freqs[0]`` and
+    ``freqs_y = t_y ⊗ freqs[1]`` per head, ``freqs_cis = polar(1, freqs_x + freqs_y)``,
+    shape (heads, N, D/2); it multiplies ``view_as_complex(x.reshape(..., -1, 2))``:
+    features 2k and 2k + 1 are the real and imaginary parts of pair k (interleaved).
+    """
+    phase = t_x[None, :, None] * weight[0][:, None, :] + t_y[None, :, None] * weight[1][:, None, :]
+    return torch.polar(torch.ones_like(phase), phase)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_mixed_frequencies_rotate_as_the_authors_complex_form(dtype: torch.dtype) -> None:
+    from posenc import MixedFrequencies, grid_positions
+
+    torch.manual_seed(0)
+    heads, d = 4, 32
+    rope = RotaryEmbedding(d, layout="interleaved", frequencies=MixedFrequencies(d, heads))
+    q = torch.randn(3, heads, 35, d, dtype=torch.float64)  # a 5 × 7 grid of patches
+    xy = grid_positions(5, 7).flip(0)  # x (column) first, then y (row), as the authors
+    assert rope.frequencies is not None
+    weight = rope.frequencies.weight.detach().to(torch.float64)
+    cis = mixed_cis_reference(weight, xy[0].double(), xy[1].double())
+    exact = torch.view_as_real(torch.view_as_complex(q.reshape(3, heads, 35, -1, 2)) * cis)
+    got = rope(q.to(dtype), positions=xy)
+    # float64: the float64 phases; narrower dtypes: within one ulp of the exact rotation
+    tol = 1e-14 if dtype == torch.float64 else 2 * torch.finfo(dtype).eps
+    torch.testing.assert_close(got.double(), exact.flatten(-2), rtol=tol, atol=tol * 4)
+
+
+def test_mixed_frequencies_start_as_the_authors_and_learn() -> None:
+    from posenc import MixedFrequencies
+
+    torch.manual_seed(3)
+    mixed = MixedFrequencies(16, n_heads=2, base=10.0)
+    # init_random_2d_freqs: speeds 10 ** (-4j / D), j < D/4, along a random angle a for
+    # the first D/4 pairs and a + pi/2 for the others, per head.
+    speeds = 10.0 ** (-torch.arange(0, 16, 4, dtype=torch.float64) / 16)
+    w = mixed.weight.detach().double()
+    for head in range(2):
+        a = torch.atan2(w[1, head, 0], w[0, head, 0])
+        along = torch.stack((a.cos(), a.sin()))[:, None] * speeds
+        across = torch.stack(((a + math.pi / 2).cos(), (a + math.pi / 2).sin()))[:, None] * speeds
+        torch.testing.assert_close(w[:, head], torch.cat((along, across), 1).float().double())
+    rope = RotaryEmbedding(16, layout="interleaved", frequencies=mixed)
+    q = torch.randn(1, 2, 6, 16, requires_grad=True)
+    positions = torch.tensor([[0, 1, 2, 0, 1, 2], [0, 0, 0, 1, 1, 1]])
+    (rope(q, positions=positions) * torch.randn(1, 2, 6, 16)).sum().backward()
+    assert mixed.weight.grad is not None
+    assert mixed.weight.grad.abs().sum() > 0  # the frequencies train
+    assert q.grad is not None
+    assert "frequencies.weight" in rope.state_dict()  # saved, as any parameter
+
+
+def test_mixed_frequencies_errors() -> None:
+    from posenc import MixedFrequencies
+
+    with pytest.raises(ValueError, match="head_dim must be a multiple of 4 for RoPE-Mixed"):
+        MixedFrequencies(6, 2)
+    with pytest.raises(ValueError, match="n_axes must be an int >= 2"):
+        MixedFrequencies(8, 2, n_axes=1)
+    with pytest.raises(ValueError, match="need a RotaryEmbedding of head_dim=8"):
+        RotaryEmbedding(16, frequencies=MixedFrequencies(8, 2))
+    with pytest.raises(TypeError, match="frequencies must be None or a MixedFrequencies"):
+        RotaryEmbedding(16, frequencies=torch.ones(2))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"positions": torch.tensor([[4000]])},
+        {"positions": torch.tensor([3, 1, 2])},
+        {"offset": torch.tensor(5)},
+        {"offset": 5},
+    ],
+    ids=["one-position", "positions", "tensor-offset", "int-offset"],
+)
+def test_cos_sin_never_hands_out_the_tables(kwargs: dict[str, object]) -> None:
+    rope = RotaryEmbedding(8)
+    length = 1 if "positions" in kwargs and kwargs["positions"].dim() == 2 else 3  # type: ignore[union-attr]
+    batch = 1 if length == 1 else None
+    cos, sin = rope.cos_sin(length, batch=batch, **kwargs)  # type: ignore[arg-type]
+    tables = {rope._cos.untyped_storage().data_ptr(), rope._sin.untyped_storage().data_ptr()}
+    assert cos.untyped_storage().data_ptr() not in tables
+    assert sin.untyped_storage().data_ptr() not in tables
+    cos.fill_(7.0)
+    assert not (rope.cos_sin(8)[0] == 7.0).any()

@@ -30,6 +30,7 @@ from .positions import (
 from .rotary import (
     ROPE_TYPES,
     ROTARY_LAYOUTS,
+    MixedFrequencies,
     RotaryEmbedding,
     RotaryLayout,
     apply_rotary,
@@ -55,6 +56,7 @@ __all__ = [
     "GridConvention",
     "Layout",
     "LearnedPositionalEmbedding",
+    "MixedFrequencies",
     "MultiHeadedAttention",
     "PositionalEncoding",
     "PositionwiseFeedForward",

@@ -819,12 +819,6 @@ class HFRotaryEmbedding(nn.Module):
         dtype = x.dtype if self.table_dtype is None else self.table_dtype
         if self.exact and dtype in (torch.bfloat16, torch.float16):
             dtype = torch.float32
-        if not multimodal and position_ids.dtype == torch.int64:
-            # The decoding step's path: rows gathered from the tables, one range check.
-            # Every form but GPT-J's copies the rows: those may be views.
-            held = rotary._held_rows(position_ids, dtype, x.device, views=self.form != "gptj")
-            if held is not None:
-                return _FORMS[self.form](*held)
         batch, length = position_ids.shape[-2:]
         cos, sin = rotary.cos_sin(
             length, positions=position_ids, batch=batch, dtype=dtype, device=x.device

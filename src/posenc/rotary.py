@@ -31,11 +31,14 @@ frequency formula, for the scalings of Hugging Face's ``rope_parameters`` too;
 from __future__ import annotations
 
 import copy
+import functools
 import math
-from typing import Any, Literal
+import operator
+from collections.abc import Callable
+from typing import Any, Literal, SupportsIndex
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from . import _checks, _distributed, _runtime, rope_config
 from ._rounding import round_once
@@ -48,6 +51,7 @@ from .rope_config import ROPE_TYPES, RopeConfig
 __all__ = [
     "ROPE_TYPES",
     "ROTARY_LAYOUTS",
+    "MixedFrequencies",
     "RotaryEmbedding",
     "RotaryLayout",
     "apply_rotary",
@@ -357,25 +361,65 @@ def apply_rotary(x: Tensor, cos: Tensor, sin: Tensor, *, layout: RotaryLayout = 
     """
     layout = _checks.choice("layout", layout, ROTARY_LAYOUTS)
     x, cos, sin = _checks.apply_rotary_args(x, cos, sin)
+    products = torch.promote_types(x.dtype, cos.dtype)  # the dtype the products are in
+    if cos.dtype is not products:
+        cos, sin = cos.to(products), sin.to(products)
     return _rotate(x, cos, sin, layout)
 
 
 def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tensor:
-    """The rotation, on checked arguments."""
-    work = torch.promote_types(x.dtype, cos.dtype)
-    if cos.dtype is not work:
-        cos, sin = cos.to(work), sin.to(work)
-    if not _runtime.plain_eager(x, cos, sin):
-        return _rotated(x, cos, sin, layout, work)
-    # Eager, no autograd: into one output, a slice of positions at a time on the CPU. Each
-    # slice is multiplied by the cos table into the output, then the sin products are
-    # added to each half in place: three passes over data in cache, one rounding.
-    rotated, length = 2 * cos.shape[-1], x.shape[-2]
+    """The rotation, on checked arguments: fused where nothing records it, else plain.
+
+    ``cos`` and ``sin`` have the dtype the products are computed in: ``x``'s, or wider.
+    """
+    if not (_runtime.plain(x) and _runtime.plain_eager(cos, sin)):
+        return _rotated(x, cos, sin, layout)  # compilers, torch.func, subclasses
+    if x.requires_grad and torch.is_grad_enabled():
+        return _Rotation.apply(x, cos, sin, layout, 1)  # type: ignore[no-any-return,no-untyped-call]
+    return _rotate_fused(x, cos, sin, layout, 1)
+
+
+class _Rotation(torch.autograd.Function):
+    """The fused rotation under autograd. Its gradient is the rotation back, by -θ.
+
+    Eager only, on plain tensors, with tables that need no gradient (``_rotate``
+    decides): compilers and :mod:`torch.func` take :func:`_rotated`, whose
+    gradient autograd derives.
+    """
+
+    @staticmethod
+    def forward(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, sign: int) -> Tensor:
+        return _rotate_fused(x, cos, sin, layout, sign)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
+        _, cos, sin, ctx.layout, ctx.sign = inputs
+        ctx.save_for_backward(cos, sin)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor | None, ...]:
+        cos, sin = ctx.saved_tensors
+        # The transpose of a rotation is the rotation by the opposite angle; applied
+        # through this function again, so that a second derivative has it too.
+        back = _Rotation.apply(grad, cos, sin, ctx.layout, -ctx.sign)  # type: ignore[no-untyped-call]
+        return back, None, None, None, None
+
+
+def _rotate_fused(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, sign: int) -> Tensor:
+    """Rotation by ``sign`` times the angles, into one new output (eager, plain tensors).
+
+    The cos table is widened to one value per feature, so that the product with it
+    is one pass over ``x`` that torch runs as a flat loop; the sin products are then
+    added to each half of the pairs in place. On the CPU, a slice of positions at a
+    time, so that the passes find the slice in cache. One rounding to ``x``'s dtype.
+    """
+    rotated, length, cpu = 2 * cos.shape[-1], x.shape[-2], x.device.type == "cpu"
     out = torch.empty_like(x)
-    cpu = x.device.type == "cpu"
+    # one cos per feature: each pair's value twice
+    cos = torch.cat((cos, cos), -1) if layout == "half" else cos.repeat_interleave(2, -1)
     if rotated == x.shape[-1] and (not cpu or length <= 1 or x.numel() <= _SLICE):
         # one slice, every feature: no views of positions
-        _rotate_into(out, x, cos, sin, layout)
+        _rotate_into(out, x, cos, sin, layout, sign)
         return out
     per_position = x.numel() // max(length, 1)
     step = max(1, _SLICE // max(per_position, 1)) if cpu else max(length, 1)
@@ -389,6 +433,7 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tensor
             _along(cos, rows, length),
             _along(sin, rows, length),
             layout,
+            sign,
         )
     return out
 
@@ -406,40 +451,33 @@ def _split_pairs(t: Tensor, layout: RotaryLayout) -> tuple[Tensor, Tensor]:
     return t[..., 0::2], t[..., 1::2]
 
 
-def _rotate_into(out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> None:
-    """``out = rotate(x)``, computed in ``cos``'s dtype and rounded once to ``out``'s.
+def _rotate_into(
+    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, sign: int
+) -> None:
+    """``out = rotate(x)`` by ``sign`` times the angles, in ``cos``'s dtype, rounded once.
 
-    ``x`` and ``out`` are seen as pairs, ``(..., 2, h)`` (half) or ``(..., h, 2)``
-    (interleaved), so that one cos row serves both features of a pair by
-    broadcasting; the first and second features are then views of one unbind.
-    A narrower ``x`` is widened once, exactly, to the work dtype.
+    ``cos`` has one value per feature (each pair's twice), ``sin`` one per pair. A
+    narrower ``x`` is widened once, exactly, to their dtype (products of mixed dtypes
+    would each widen a copy of their own).
     """
-    work, h = cos.dtype, cos.shape[-1]
-    if layout == "half":
-        split, dim, cos_pairs = (2, h), -2, cos.unsqueeze(-2)
-    else:
-        split, dim, cos_pairs = (h, 2), -1, cos.unsqueeze(-1)
-    out_pairs = torch.unflatten(out, -1, split)
-    if out.dtype is work:
-        pairs = torch.unflatten(x, -1, split)
-        acc = torch.mul(pairs, cos_pairs, out=out_pairs)
-    else:  # widened once: products of mixed dtypes would each widen a copy
-        pairs = torch.unflatten(x.to(work), -1, split)
-        acc = torch.mul(pairs, cos_pairs)
-    first, second = pairs.unbind(dim)
-    acc_first, acc_second = acc.unbind(dim)
-    acc_first.addcmul_(second, sin, value=-1)
-    acc_second.addcmul_(first, sin)
-    if acc is not out_pairs:
-        out_pairs.copy_(acc)  # the one rounding to x's dtype
+    h = sin.shape[-1]
+    first, second = (
+        (slice(0, h), slice(h, None))
+        if layout == "half"
+        else (slice(0, None, 2), slice(1, None, 2))
+    )
+    wide = x if x.dtype is cos.dtype else x.to(cos.dtype)
+    acc = torch.mul(wide, cos, out=out) if out.dtype is cos.dtype else torch.mul(wide, cos)
+    acc[..., first].addcmul_(wide[..., second], sin, value=-sign)
+    acc[..., second].addcmul_(wide[..., first], sin, value=sign)
+    if acc is not out:
+        out.copy_(acc)  # the one rounding to x's dtype
 
 
-def _rotated(
-    x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, work: torch.dtype
-) -> Tensor:
+def _rotated(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tensor:
     """The same products, without writing into views: for autograd and compilers."""
     rotated = 2 * cos.shape[-1]
-    first, second = _split_pairs(x[..., :rotated].to(work), layout)
+    first, second = _split_pairs(x[..., :rotated].to(cos.dtype), layout)
     # Each half rounded to x's dtype before they are joined: a compiler then writes the
     # output in one pass, instead of a float32 copy and a conversion.
     new_first = torch.addcmul(first * cos, second, sin, value=-1).to(x.dtype)
@@ -449,6 +487,93 @@ def _rotated(
     else:
         y = torch.stack((new_first, new_second), dim=-1).flatten(-2)
     return torch.cat((y, x[..., rotated:]), dim=-1) if rotated < x.shape[-1] else y
+
+
+# -- Learned frequencies -----------------------------------------------------------------
+
+
+class MixedFrequencies(nn.Module):
+    r"""RoPE-Mixed's learned frequencies (Heo et al., 2024): each head mixes the axes.
+
+    Pair ``k`` of head ``h`` at the position :math:`(p_x, p_y)` of a patch turns by
+    :math:`\theta = p_x w_{x,h,k} + p_y w_{y,h,k}`: a learned direction in the plane
+    and a learned speed, where axial RoPE turns each pair with one axis only. Give it
+    to :class:`RotaryEmbedding` (``frequencies=``): the phases are the float64 sum of
+    products with the parameters widened, and cos and sin are rounded once, under
+    autograd (the parameters are trained; nothing is tabled).
+
+    Args:
+        head_dim: Features per head, D (a multiple of 4).
+        n_heads: Number of heads, H: each its own frequencies.
+        n_axes: Number of position axes A: 2 for images (x, y), as the authors;
+            more (a video's time) start at zero and are learned like the others.
+        base: Base of the initial speeds :math:`base^{-4j/D}`, ``j < D/4`` (the
+            authors' ``rope_theta``, 10 for RoPE-Mixed).
+
+    Attributes:
+        weight: The frequencies, ``(A, H, D/2)``, axis x then y, initialised as the
+            authors do: per head a random angle :math:`a`, the first D/4 pairs along
+            :math:`a`, the others along :math:`a + \pi/2`.
+
+    Shapes:
+        - positions: ``(A, L)`` or ``(A, B, L)``, x then y (e.g. from
+          :func:`~posenc.grid_positions`, whose rows come first: flipped)
+        - output: phases, float64, ``(H, L, D/2)`` or ``(B, H, L, D/2)``
+
+    Example:
+        >>> import torch
+        >>> from posenc import MixedFrequencies, RotaryEmbedding, grid_positions
+        >>> rope = RotaryEmbedding(16, layout="interleaved",
+        ...                        frequencies=MixedFrequencies(16, n_heads=4))
+        >>> q = torch.randn(1, 4, 6, 16)                 # (B, H, L, D), a 2 × 3 grid
+        >>> rope(q, positions=grid_positions(2, 3).flip(0)).shape
+        torch.Size([1, 4, 6, 16])
+        >>> rope.frequencies
+        MixedFrequencies(head_dim=16, n_heads=4, n_axes=2, base=10)
+        >>> sum(p.numel() for p in rope.parameters())  # 2 axes × 4 heads × 8 pairs
+        64
+    """
+
+    def __init__(
+        self, head_dim: int, n_heads: int, *, n_axes: int = 2, base: float = 10.0
+    ) -> None:
+        super().__init__()
+        head_dim = _checks.positive_int("head_dim", head_dim)
+        if head_dim % 4:
+            raise ValueError(f"head_dim must be a multiple of 4 for RoPE-Mixed, got {head_dim}")
+        if not isinstance(n_axes, int) or isinstance(n_axes, bool) or n_axes < 2:
+            raise ValueError(f"n_axes must be an int >= 2, got {_checks._show(n_axes)}")
+        self.n_heads = _checks.positive_int("n_heads", n_heads)
+        self.n_axes, self.base = n_axes, _checks.base(base)
+        self.weight = nn.Parameter(torch.empty(n_axes, self.n_heads, head_dim // 2))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """The authors' initialisation (``init_random_2d_freqs``), from float64.
+
+        Axes past the first two (``n_axes > 2``, e.g. time) start at zero.
+        """
+        if self.weight.is_meta:
+            return  # no values to set: to_empty() and this call again give them
+        quarter = self.weight.shape[-1] // 2
+        speed = self.base ** (-4.0 * torch.arange(quarter, dtype=_F64) / (4 * quarter))
+        angle = torch.rand(self.n_heads, 1, dtype=_F64, device=_CPU) * 2 * math.pi
+        angle = torch.cat((angle.expand(-1, quarter), angle.expand(-1, quarter) + math.pi / 2), 1)
+        mixed = torch.stack((angle.cos(), angle.sin())) * speed.repeat(2)
+        with torch.no_grad():
+            self.weight.zero_()
+            self.weight[:2].copy_(mixed)
+
+    def extra_repr(self) -> str:
+        """The configuration, shown in the module's repr."""
+        d, h = 2 * self.weight.shape[-1], self.n_heads
+        return f"head_dim={d}, n_heads={h}, n_axes={self.n_axes}, base={self.base:g}"
+
+    def forward(self, positions: Tensor) -> Tensor:
+        """Phases in float64: ``(H, L, D/2)``, or ``(B, H, L, D/2)`` for ``(A, B, L)``."""
+        weight = self.weight.to(_F64)
+        pattern = "al,ahk->hlk" if positions.dim() == 2 else "abl,ahk->bhlk"
+        return torch.einsum(pattern, positions.to(weight), weight)
 
 
 # -- The module --------------------------------------------------------------------------
@@ -526,7 +651,8 @@ class RotaryEmbedding(DerivedTables):
 
     Shapes:
         - x: ``(..., L, D)``, the sequence on dim -2: ``(B, H, L, D)`` as in
-          Hugging Face, ``(B, L, D)`` or ``(L, D)``; any floating dtype
+          Hugging Face, ``(B, L, D)`` or ``(L, D)``; any floating dtype. With
+          ``seq_dim=1``, ``(B, L, H, D)``; with ``seq_dim=0``, packed ``(T, H, D)``
         - offset: int, or ``(B,)`` integer tensor, B = ``x.shape[0]``
         - positions: ``(L,)`` or ``(B, L)`` integer tensor; per-sequence rows
           broadcast over the dimensions between B and L (the heads); on axes also
@@ -586,6 +712,7 @@ class RotaryEmbedding(DerivedTables):
         scaling: dict[str, Any] | None = None,
         max_len: int = 4096,
         axes: tuple[int, ...] | list[int] | None = None,
+        frequencies: MixedFrequencies | None = None,
     ) -> None:
         super().__init__()
         self.head_dim: int = _checks.positive_int("head_dim", head_dim)
@@ -601,6 +728,9 @@ class RotaryEmbedding(DerivedTables):
         self._freqs: Tensor = self._config.frequencies()
         # For dynamic and longrope: the length up to which the frequencies are _freqs.
         self.trained_length: int | None = self._config.trained_length()
+        # The positions the tables serve, [0, _table_rows): max_len, and for dynamic and
+        # longrope no further than the trained length (past it the frequencies differ).
+        self._table_rows: int = min(self.max_len, self.trained_length or self.max_len)
         self.axes: tuple[int, ...] | None = _checks.rotary_axes(axes, self.head_dim, scaling)
         pair_axes = self._config.pair_axes()
         if self.axes is not None:  # each axis its own ladder base ** (-2k / d_a)
@@ -620,6 +750,17 @@ class RotaryEmbedding(DerivedTables):
         # The axes positions are read on (resolve_axes' forms), or None for one stream
         # (resolve's): this module's reading, which the DTensor glue reads positions by.
         self.position_axes: int | None = None if self._pair_axes is None else self.n_axes
+        # Learned frequencies: positions on their axes, phases from their parameters.
+        self.frequencies: MixedFrequencies | None = _learned(frequencies, self)
+        if frequencies is not None:
+            self.position_axes = self.n_axes = frequencies.n_axes
+            self._table_rows = 0
+        # How this module reads offset and positions, fractional ones included.
+        self._resolve: Callable[..., Positions | AxisPositions] = (
+            functools.partial(resolve, fractional=True)
+            if self.position_axes is None
+            else functools.partial(resolve_axes, axes=self.position_axes, fractional=True)
+        )
         self._register_tables()
 
     def _table_shapes(self) -> tuple[tuple[int, ...], ...]:
@@ -627,9 +768,9 @@ class RotaryEmbedding(DerivedTables):
         return shape, shape
 
     def _derive(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
-        work = _runtime.work_device(device)
-        positions = torch.arange(self.max_len, device=work)
-        cos, sin = _cos_sin(positions, self._freqs.to(work), self.attention_factor, dtype)
+        compute = _runtime.work_device(device)  # where float64 runs: the CPU for MPS
+        positions = torch.arange(self.max_len, device=compute)
+        cos, sin = _cos_sin(positions, self._freqs.to(compute), self.attention_factor, dtype)
         return cos.to(device), sin.to(device)
 
     def _describe(self) -> str:
@@ -737,151 +878,80 @@ class RotaryEmbedding(DerivedTables):
             >>> rope.bfloat16().cos_sin(3)[0].dtype    # the module's dtype
             torch.bfloat16
         """
-        length = _checks.nonnegative_int("length", length)
-        dtype = _checks.floating_dtype("dtype", self._dtype if dtype is None else dtype)
+        if type(length) is not int or length < 0:
+            length = _checks.nonnegative_int("length", length)
+        dtype = self._dtype if dtype is None else _checks.floating_dtype("dtype", dtype)
         device = self._cos.device if device is None else torch.device(device)
-        where = self._resolve(length, offset, positions, batch, None)
-        cos, sin = self._fresh(*self._rows(where, dtype, device, _checks.seq_len(seq_len)))
-        return cos, sin
+        cos, sin = self._rows(
+            length, offset, positions, batch, dtype, device, seq_len, anywhere=True
+        )
+        if positions is None and not isinstance(offset, Tensor):
+            cos, sin = self._fresh(cos, sin)  # a run of positions: maybe views of the tables
+        return cos, sin  # else gathered from the tables or computed: new tensors
 
-    def _resolve(
+    def _rows(
         self,
         length: int,
         offset: int | Tensor,
         positions: Tensor | None,
         batch: int | None,
-        device: torch.device | None,
-    ) -> Positions | AxisPositions:
-        """The positions of a call: :func:`resolve`, or :func:`resolve_axes` on axes."""
-        if self.position_axes is None:
-            return resolve(
-                length,
-                offset=offset,
-                positions=positions,
-                batch=batch,
-                device=device,
-                fractional=True,
-            )
-        return resolve_axes(
-            length,
-            self.position_axes,
-            offset=offset,
-            positions=positions,
-            batch=batch,
-            device=device,
-            fractional=True,
-        )
-
-    def _rows(
-        self,
-        where: Positions | AxisPositions,
         dtype: torch.dtype,
         device: torch.device,
-        seq_len: int | None = None,
+        seq_len: int | None,
+        *,
+        anywhere: bool = False,
     ) -> tuple[Tensor, Tensor]:
-        """Cos and sin at ``where``, ``(L, h)`` or ``(B, L, h)``: views of the tables, read only.
+        """Cos and sin of a call, ``(L, h)`` or ``(B, L, h)``: resolve, then read or compute.
 
-        The tables serve their own dtype, and bfloat16 and float16 from tables of their
-        own (``DerivedTables._table_for``), on their device, for positions they hold
-        (for dynamic and longrope, only sequences within the trained length, where
-        the frequencies are those the tables were made with); the rest is computed
-        from float64 with the same values.
+        The positions are resolved once, on ``device`` (``anywhere``: on any
+        device). Their rows are read from the tables where these hold them, as
+        views the caller may not write: the tables serve their own dtype, and
+        bfloat16 and float16 from tables of their own, on their device, for
+        positions in ``[0, _table_rows)``, and for dynamic and longrope only a
+        ``seq_len`` within the trained length. The rest is computed from float64,
+        with the same values.
         """
-        limit = self._held_limit
-        long = (
-            seq_len is not None
-            and self.trained_length is not None
-            and seq_len > self.trained_length
-        )
-        tables = self._table_for(dtype, device) if where.within(limit) and not long else None
-        if isinstance(where, AxisPositions):  # one position per pair: its axis's
+        on = None if anywhere else device
+        at = self._resolve(length, offset=offset, positions=positions, batch=batch, device=on)
+        if seq_len is not None:
+            seq_len = _checks.seq_len(seq_len)
+        fixed = seq_len is None or self.trained_length is None or seq_len <= self.trained_length
+        tables = self._table_for(dtype, device) if fixed and at.within(self._table_rows) else None
+        if tables is None:
+            return self._computed(at, dtype, device, seq_len)
+        if isinstance(at, AxisPositions):  # one position per pair: its axis's
             assert self._pair_axes is not None
-            if tables is not None:
-                cos_table, sin_table = tables
-                return where.take(cos_table, self._pair_axes), where.take(
-                    sin_table, self._pair_axes
-                )
-            work = _runtime.work_device(device)
-            freqs = self._frequencies(where, work, seq_len)
-            per_pair = values_to(
-                "positions", where.per_pair(self._pair_axes.to(where.values.device)), work
-            )
-            cos, sin = _cos_sin(per_pair, freqs, self.attention_factor, dtype, paired=True)
+            return at.take(tables[0], self._pair_axes), at.take(tables[1], self._pair_axes)
+        return at.take(tables[0]), at.take(tables[1])
+
+    def _computed(
+        self,
+        at: Positions | AxisPositions,
+        dtype: torch.dtype,
+        device: torch.device,
+        seq_len: int | None,
+    ) -> tuple[Tensor, Tensor]:
+        """Cos and sin at ``at``, computed from float64 and rounded once (no table)."""
+        compute = _runtime.work_device(device)  # where float64 runs: the CPU for MPS
+        if self.frequencies is not None:  # learned: phases from the parameters, not tabled
+            values = at.tensor(compute)
+            if isinstance(at, Positions):  # one stream on every axis
+                values = values.expand(self.frequencies.n_axes, *values.shape)
+            angles = self.frequencies(values)
+            cos, sin = round_once(angles.cos(), dtype), round_once(angles.sin(), dtype)
             return cos.to(device), sin.to(device)
-        if tables is not None:
-            return where.take(tables[0]), where.take(tables[1])
-        work = _runtime.work_device(device)
-        freqs = self._frequencies(where, work, seq_len)
-        cos, sin = _cos_sin(where.tensor(work), freqs, self.attention_factor, dtype)
+        freqs = self._frequencies(at, compute, seq_len)
+        if isinstance(at, AxisPositions):
+            assert self._pair_axes is not None
+            per_pair = at.per_pair(self._pair_axes.to(at.values.device))
+            per_pair = values_to("positions", per_pair, compute)
+            cos, sin = _cos_sin(per_pair, freqs, self.attention_factor, dtype, paired=True)
+        else:
+            cos, sin = _cos_sin(at.tensor(compute), freqs, self.attention_factor, dtype)
         return cos.to(device), sin.to(device)
 
-    @property
-    def _held_limit(self) -> int:
-        """The positions the tables serve: ``[0, limit)``.
-
-        ``max_len``, and for dynamic and longrope no further than the trained length
-        (past it the frequencies differ).
-        """
-        if self.trained_length is None:
-            return self.max_len
-        return min(self.max_len, self.trained_length)
-
-    def _held_rows(
-        self, ids: Tensor, dtype: torch.dtype, device: torch.device, *, views: bool = False
-    ) -> tuple[Tensor, Tensor] | None:
-        """Cos and sin at the int64 ``ids`` ``(B, L)``, new tensors, when the tables hold them.
-
-        The hot path of an int64 tensor of positions read on the CPU (one pass for the
-        range): None unless every position lies in the rows the tables serve (see
-        :meth:`_rows`), and then the rows are gathered. One stream only (not on axes).
-        A position in ``[0, limit)`` is in the position domain, so nothing
-        :func:`resolve` refuses is taken here. ``views``: a caller that copies them
-        anyway may be handed the one row of a single position as views of the tables.
-        """
-        if self.position_axes is not None or not _runtime.readable(ids) or device.type != "cpu":
-            return None
-        single = ids.numel() == 1
-        if single:
-            lo = hi = int(ids.item())
-        elif ids.numel():
-            lo, hi = (int(v) for v in torch.aminmax(ids))
-        else:
-            return None
-        if lo < 0 or hi >= self._held_limit:
-            return None
-        tables = self._table_for(dtype, device)
-        if tables is None:
-            return None
-        shape = (*ids.shape, tables[0].shape[-1])
-        if single and views:
-            return tables[0][lo : lo + 1].view(shape), tables[1][lo : lo + 1].view(shape)
-        flat = ids.reshape(-1)
-        return (
-            torch.index_select(tables[0], 0, flat).view(shape),
-            torch.index_select(tables[1], 0, flat).view(shape),
-        )
-
-    def _held_range(self, x: Tensor, offset: int) -> tuple[Tensor, Tensor] | None:
-        """Cos and sin for ``x`` at the int ``offset``, views of the tables; or None.
-
-        The decoding step's path, taken before the checks of :meth:`forward` only
-        where they would pass and :meth:`_rows` would read these same rows: a
-        floating ``x`` of ``head_dim`` features whose positions ``[offset, offset +
-        L)`` lie in the rows the tables serve (see :meth:`_held_limit`). Every other
-        call, and every error, is :meth:`forward`'s.
-        """
-        if x.dim() < 2 or x.shape[-1] != self.head_dim or not x.is_floating_point():
-            return None
-        end = offset + x.shape[-2]
-        if offset < 0 or end > self._held_limit:
-            return None
-        tables = self._table_for(self._storage_dtype(x.dtype), x.device)
-        if tables is None:
-            return None
-        return tables[0][offset:end], tables[1][offset:end]
-
     def _frequencies(
-        self, where: Positions | AxisPositions, device: torch.device, given: int | None = None
+        self, at: Positions | AxisPositions, device: torch.device, given: int | None = None
     ) -> Tensor:
         """The frequencies for this call: fixed, or from its length for dynamic and longrope.
 
@@ -892,21 +962,18 @@ class RotaryEmbedding(DerivedTables):
         seq_len: int | Tensor | None
         if given is not None:
             seq_len = given
-        elif where.start is not None:
-            seq_len = where.start + where.length
-        elif (
-            where.values is not None and where.values.numel() and where.values.is_floating_point()
-        ):
+        elif at.start is not None:
+            seq_len = at.start + at.length
+        elif at.values is not None and at.values.numel() and at.values.is_floating_point():
             # fractional positions: the length of the integer positions that reach as far
-            top = where.values.amax().floor().to(torch.int64)
+            top = at.values.amax().floor().to(torch.int64)
             seq_len = top.to(device) + 1  # no sync: stays a tensor
-        elif where.values is not None and where.values.numel():
-            seq_len = where.values.amax().to(device) + 1  # no sync: stays a tensor
+        elif at.values is not None and at.values.numel():
+            seq_len = at.values.amax().to(device) + 1  # no sync: stays a tensor
         else:
             seq_len = None
         return self._config.frequencies(seq_len, device)
 
-    @_distributed.sequence_input(-2)
     def forward(
         self,
         x: Tensor,
@@ -914,11 +981,17 @@ class RotaryEmbedding(DerivedTables):
         offset: int | Tensor = 0,
         positions: Tensor | None = None,
         seq_len: int | None = None,
+        seq_dim: int = -2,
     ) -> Tensor:
         """Rotate each pair of features of ``x`` by its position's angles.
 
+        Under autograd the gradient is the rotation back, by the opposite angles,
+        computed as the forward is (eagerly, with one rounding); compilers and
+        :mod:`torch.func` differentiate the plain formula.
+
         Args:
-            x: Queries or keys, ``(..., L, head_dim)``, the sequence on dim -2.
+            x: Queries or keys, ``(..., L, head_dim)`` with the sequence on dim
+                -2, or on ``seq_dim``.
             offset: Position of the first token, as an int for all sequences or
                 a ``(B,)`` integer tensor with one per sequence (B = ``x.shape[0]``).
             positions: Integer tensor ``(L,)`` or ``(B, L)`` (B may be 1) with
@@ -943,35 +1016,141 @@ class RotaryEmbedding(DerivedTables):
                 position + 1. Under context parallelism each rank holds part of
                 the sequence and passes the whole sequence's length here, so that
                 every rank rotates with the same frequencies.
+            seq_dim: The dimension of ``x`` that holds the sequence: -2 for
+                ``(B, H, L, D)`` (Hugging Face), 1 for ``(B, L, H, D)`` (flash-attn,
+                torchtune, GPT-J), 0 for packed ``(T, H, D)`` tokens, which take
+                one stream of positions ``(T,)`` (e.g. from
+                :func:`~posenc.positions_from_lengths`) or an int offset. Dim 0 is the
+                batch when the sequence is not. The shape cannot say which
+                dimension is the sequence: positions whose length is not that
+                dimension's are refused with this advice.
 
         Returns:
-            Tensor of the shape and dtype of ``x``.
+            Tensor of the shape and dtype of ``x`` (and its memory layout, eagerly).
 
         Raises:
             TypeError: ``x`` is not a floating tensor, ``offset`` is not
-                integer, or ``positions`` is neither integer nor floating (bool,
-                complex).
+                integer, ``positions`` is neither integer nor floating (bool,
+                complex), or ``seq_dim`` is not an int.
             ValueError: ``x`` has fewer than 2 dimensions or its last one is not
                 ``head_dim``; both ``offset`` and ``positions`` are given, or
                 their shapes do not match ``x``; a position is outside the
-                domain (a fractional one NaN or infinite).
+                domain (a fractional one NaN or infinite); ``seq_dim`` names the
+                last dimension or none; a packed input gets per-sequence positions.
+
+        Example:
+            The same rotation, with the heads before or after the sequence:
+
+            >>> import torch
+            >>> rope = RotaryEmbedding(64)
+            >>> q = torch.randn(2, 10, 8, 64)                    # (B, L, H, D)
+            >>> torch.equal(rope(q, seq_dim=1), rope(q.transpose(1, 2)).transpose(1, 2))
+            True
+
+            Packed documents of 6 and 4 tokens, each from position 0:
+
+            >>> from posenc import positions_from_lengths
+            >>> packed = torch.randn(10, 8, 64)                  # (T, H, D)
+            >>> p = positions_from_lengths(torch.tensor([6, 4]))
+            >>> p
+            tensor([0, 1, 2, 3, 4, 5, 0, 1, 2, 3])
+            >>> rope(packed, seq_dim=0, positions=p).shape
+            torch.Size([10, 8, 64])
         """
-        if (
-            type(offset) is int
-            and positions is None
-            and seq_len is None
-            and type(x) is Tensor
-            and self.position_axes is None
+        if seq_dim != -2:
+            return self._forward_on(x, seq_dim, offset, positions, seq_len)
+        if type(x) is not Tensor or not (
+            x.is_floating_point() and x.dim() >= 2 and x.shape[-1] == self.head_dim
         ):
-            rows = self._held_range(x, offset)
-            if rows is not None:
-                return _rotate(x, *rows, self.layout)
-        x = _checks.rotary_input(x, self.head_dim)
+            if _distributed.is_dtensor(x):
+                return self._sharded(x, offset=offset, positions=positions, seq_len=seq_len)
+            x = _checks.rotary_input(x, self.head_dim)
         batch = x.shape[0] if x.dim() >= 3 else None
-        where = self._resolve(x.shape[-2], offset, positions, batch, x.device)
-        length = _checks.seq_len(seq_len)
-        cos, sin = self._rows(where, self._storage_dtype(x.dtype), x.device, length)
-        if cos.dim() == 3 and x.dim() > 3:  # one row per sequence: broadcast over the heads
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32  # the tables'
+        try:
+            cos, sin = self._rows(x.shape[-2], offset, positions, batch, dtype, x.device, seq_len)
+        except ValueError as error:
+            raise _layout_hint(error, x, positions) from error.__cause__
+        # one row per sequence: broadcast over the heads (learned rows have their heads)
+        if cos.dim() == 3 and x.dim() > 3 and self.frequencies is None:
             cos = cos.view(cos.shape[0], *(1,) * (x.dim() - 3), *cos.shape[1:])
             sin = sin.view(cos.shape)
         return _rotate(x, cos, sin, self.layout)
+
+    # DTensor inputs: each rank rotates its shard with the global positions.
+    _sharded = _distributed.sequence_input(-2)(forward)
+
+    def _forward_on(
+        self,
+        x: Tensor,
+        seq_dim: int,
+        offset: int | Tensor,
+        positions: Tensor | None,
+        seq_len: int | None,
+    ) -> Tensor:
+        """:meth:`forward` with the sequence on ``seq_dim``: a view with it on dim -2."""
+        if isinstance(seq_dim, bool) or not isinstance(seq_dim, (int, SupportsIndex)):
+            raise TypeError(f"seq_dim must be an int, got {_checks._show(seq_dim)}")
+        x = _checks.rotary_input(x, self.head_dim)
+        seq_dim, ndim = operator.index(seq_dim), x.dim()
+        if not -ndim <= seq_dim < ndim or seq_dim % ndim == ndim - 1:
+            raise ValueError(
+                f"seq_dim must name the sequence dimension of the {ndim}-D input "
+                f"{tuple(x.shape)}, one of {-ndim}, ..., {ndim - 2} (the last dimension "
+                f"holds the head_dim={self.head_dim} features), got {seq_dim}"
+            )
+        seq = seq_dim % ndim
+        if seq == 0 and ndim > 2 and _per_sequence(offset, positions):
+            raise ValueError(
+                f"a packed input (seq_dim={seq_dim}, shape {tuple(x.shape)}: T tokens, then "
+                f"heads and features) has no batch: give positions of shape (T,), e.g. from "
+                f"positions_from_lengths, or an int offset"
+            )
+        moved = x.movedim(seq, -2)
+        out = self.forward(moved, offset=offset, positions=positions, seq_len=seq_len)
+        return out.movedim(-2, seq)
+
+
+def _per_sequence(offset: object, positions: object) -> bool:
+    """Whether ``offset`` or ``positions`` hold one row per sequence (a batch of them)."""
+    if isinstance(positions, Tensor) and positions.dim() >= 2:
+        return positions.shape[-2] != 1
+    return isinstance(offset, Tensor) and offset.dim() == 1 and offset.shape[0] != 1
+
+
+def _learned(
+    frequencies: MixedFrequencies | None, rope: RotaryEmbedding
+) -> MixedFrequencies | None:
+    """``frequencies``, checked against the module that turns by them."""
+    if frequencies is None:
+        return None
+    if not isinstance(frequencies, MixedFrequencies):
+        raise TypeError(
+            f"frequencies must be None or a MixedFrequencies, got {_checks._show(frequencies)}"
+        )
+    pairs = frequencies.weight.shape[-1]
+    if 2 * pairs != rope.rotary_dim or rope.axes is not None or rope.scaling is not None:
+        raise ValueError(
+            f"frequencies of {2 * pairs} features need a RotaryEmbedding of head_dim="
+            f"{2 * pairs}, without axes or scaling (they set the frequencies), got "
+            f"head_dim={rope.head_dim}, axes={rope.axes}, scaling={rope.scaling}"
+        )
+    return frequencies
+
+
+def _layout_hint(error: ValueError, x: Tensor, positions: Tensor | None) -> ValueError:
+    """``error``, with the likely cause when the positions' length is not the sequence's.
+
+    A (B, L, H, D) input read with the default ``seq_dim`` has H where L should be: the
+    one sign of a layout that can be seen is positions of another length.
+    """
+    if not isinstance(positions, Tensor) or not positions.dim():
+        return error
+    if positions.shape[-1] == x.shape[-2]:
+        return error
+    return ValueError(
+        f"{error}. The input's sequence (its dim seq_dim, -2 unless given) holds "
+        f"{x.shape[-2]} tokens, and the positions give {positions.shape[-1]}: for "
+        f"(B, L, H, D) inputs (flash-attn, torchtune, GPT-J) pass seq_dim=1, for packed "
+        f"(T, H, D) inputs seq_dim=0 with positions (T,); (B, H, L, D) keeps seq_dim=-2"
+    )

@@ -67,11 +67,19 @@ class Positions(NamedTuple):
             (one row per sequence; B may be 1), or None. ``float64`` for the
             fractional positions a scheme that takes them asked for
             (``resolve(..., fractional=True)``: RoPE's).
+        bounds: The smallest and the largest of ``values``, when :func:`resolve`
+            read them (int64 on the CPU, eagerly): the one reading of the values,
+            which :meth:`within` answers from. None when they were not read.
     """
 
     length: int
     start: int | None = 0
     values: Tensor | None = None
+    bounds: tuple[int, int] | None = None
+
+    def __repr__(self) -> str:
+        # The bounds are what was read of the values, not a position: left out.
+        return f"Positions(length={self.length}, start={self.start}, values={self.values})"
 
     def tensor(self, device: torch.device | str | None = None) -> Tensor:
         """The positions as an ``int64`` tensor, ``(L,)`` or ``(B, L)``.
@@ -104,6 +112,8 @@ class Positions(NamedTuple):
         """
         if self.start is not None:
             return self.start >= 0 and self.start + self.length <= size
+        if self.bounds is not None:
+            return self.bounds[0] >= 0 and self.bounds[1] < size
         values = self.values
         assert values is not None
         if values.dtype.is_floating_point:
@@ -126,8 +136,10 @@ class Positions(NamedTuple):
         """
         if self.start is not None:
             return table[self.start : self.start + self.length]
-        assert self.values is not None
-        return table[values_to("positions", self.values, table.device)]
+        values: Tensor = self.values  # type: ignore[assignment]
+        if values.device != table.device:
+            values = values_to("positions", values, table.device)
+        return table[values]
 
 
 def check_domain(
@@ -351,8 +363,22 @@ def resolve(
             ``device``; a position lies outside the domain ``|p| < 2**62``; a
             fractional position is NaN or infinite.
     """
-    length = _checks.length("length", length)
+    if type(length) is not int or not 0 <= length <= INT64_MAX:
+        length = _checks.length("length", length)
+    offset_only = positions is None and type(offset) is int  # check_domain's test, inline:
+    if offset_only and POSITION_MIN <= offset <= POSITION_MAX + 1 - max(length, 1):
+        return Positions(length, offset, None)  # type: ignore[arg-type]  # an int
     where = None if device is None else torch.device(device)
+    if _common(positions, offset, where, length, batch):
+        # The common case, each check asked positively, the values read once (their
+        # bounds kept for Positions.within). Anything else takes the general path,
+        # which explains what is wrong.
+        if positions.numel() == 1:  # type: ignore[union-attr]  # one token: one read
+            low = high = int(positions)  # type: ignore[arg-type]
+        else:
+            low, high = map(int, torch.aminmax(positions))  # type: ignore[arg-type]
+        if low >= POSITION_MIN and high <= POSITION_MAX:
+            return Positions(length, None, positions, (low, high))
     if positions is not None:
         index = _positions_tensor(
             positions, offset, where, "an integer tensor of shape (L,) or (B, L)", fractional
@@ -395,6 +421,22 @@ def resolve(
         )
     check_domain("offset", offset, count=length)
     return Positions(length, offset, None)
+
+
+def _common(
+    positions: object, offset: object, device: torch.device | None, length: int, batch: int | None
+) -> bool:
+    """Whether ``positions`` are the common case, which :func:`resolve` reads at once.
+
+    int64 ``(L,)``, or ``(1, L)`` or ``(B, L)`` with a batch, not empty, no offset beside
+    them, on ``device``, and readable on the host for free.
+    """
+    if type(positions) is not Tensor or type(offset) is not int or offset or not length:
+        return False
+    shapes = ((length,),) if not batch else ((length,), (1, length), (batch, length))
+    if positions.dtype is not torch.int64 or positions.shape not in shapes:
+        return False
+    return (device is None or positions.device == device) and _runtime.readable(positions)
 
 
 def _check_rows(name: str, shape: tuple[int, ...], rows: int, batch: int | None) -> None:
