@@ -189,7 +189,9 @@ def test_alibi_float32_path_keeps_the_float64_values(
         exact = slopes[:, None, None] * line
         for causal in (False, True):
             got = alibi(lq, lk, offset=offset, dtype=dtype, causal=causal)
-            want = exact.masked_fill(distance < 0, -math.inf) if causal else exact
+            # causal is by slot: query i sits at key slot i + lk - lq
+            later = torch.arange(lk)[None] - torch.arange(lq)[:, None] > lk - lq
+            want = exact.masked_fill(later, -math.inf) if causal else exact
             # IEEE 754: past the largest finite value plus half its ulp, the nearest is inf
             top = torch.tensor(torch.finfo(dtype).max, dtype=dtype)
             below = torch.nextafter(top, torch.zeros_like(top))
@@ -202,8 +204,9 @@ def test_alibi_float32_path_keeps_the_float64_values(
             assert torch.equal(got, rounded)
             assert not bool(torch.signbit(got[want == 0]).any())  # +0, as float64 gives
     ids = torch.tensor([[0, 9], [70_000, 5]])
-    batch = ALiBi(n_heads)(2, 3, positions=ids, dtype=dtype)
-    per = [ALiBi(n_heads)(2, 3, positions=row, dtype=dtype) for row in ids]
+    keys = torch.arange(3)
+    batch = ALiBi(n_heads)(2, 3, positions=ids, key_positions=keys, dtype=dtype)
+    per = [ALiBi(n_heads)(2, 3, positions=row, key_positions=keys, dtype=dtype) for row in ids]
     assert torch.equal(batch, torch.stack(per))
 
 
@@ -435,10 +438,12 @@ def test_causal_is_the_bias_with_minus_inf_after_the_query(make, dtype: torch.dt
         # a cache: 3 new queries at 6, 7, 8 over 9 keys
         step = module(3, 9, offset=6, dtype=dtype, causal=True)
         assert torch.equal(step, _masked_after(whole, torch.arange(9), torch.arange(9))[:, 6:])
-        # per-sequence positions (padding): the rule reads positions, not indices
+        # per-sequence positions (padding): the rule reads slots, never positions (a
+        # packed row's positions restart, and a rule by position let later slots in)
         p = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]])
         got = module(5, positions=p, key_positions=p, dtype=dtype, causal=True)
-        want = _masked_after(module(5, positions=p, key_positions=p, dtype=dtype), p, p)
+        slots = torch.arange(5)
+        want = _masked_after(module(5, positions=p, key_positions=p, dtype=dtype), slots, slots)
         assert torch.equal(got, want)
         assert got.dtype == dtype
 
@@ -935,7 +940,10 @@ def test_t5_bias_by_distance_equals_the_lookup_of_every_pair(
     with torch.no_grad():
         by_distance = bias(*lengths, **args)
         queries = (torch.arange(lengths[0]) + offset)[None]  # (1, Lq): per sequence
-        gathered = bias(*lengths, positions=queries, causal=causal, dtype=dtype)[0]
+        keys = torch.arange(lengths[1])
+        gathered = bias(
+            *lengths, positions=queries, key_positions=keys, causal=causal, dtype=dtype
+        )[0]
     assert by_distance.shape == (3, *lengths)
     assert torch.equal(by_distance, every_pair.detach())
     assert torch.equal(by_distance, gathered)

@@ -305,7 +305,11 @@ def test_packed_sequences_get_the_encodings_they_get_alone() -> None:
     ("lengths", "error", "match"),
     [
         ([3, -1], ValueError, r"lengths must be >= 0, got \[3, -1\]"),
-        (torch.tensor([[1, 2]]), ValueError, r"lengths must be 1-D, got shape \(1, 2\)"),
+        (
+            torch.tensor([[[1, 2]]]),
+            ValueError,
+            r"lengths must be 1-D or \(B, N\), got shape \(1, 1, 2\)",
+        ),
         ([1.0, 2.0], TypeError, "lengths must be ints, got float"),
         ([True], TypeError, "lengths must be ints, got bool"),
         (torch.tensor([1.0]), TypeError, "lengths must be a list of ints or a 1-D integer tensor"),
