@@ -30,7 +30,7 @@ from torch import Tensor, nn
 
 from . import _checks, _distributed, _runtime
 from ._rounding import round_once
-from .positions import check_domain, resolve
+from .positions import POSITION_MAX, POSITION_MIN, check_domain, resolve
 
 __all__ = [
     "BLOCK_BYTES",
@@ -97,6 +97,17 @@ def pair_positions(
     Returns ``(q, k, documents, rows)``: ``q`` ``(R, L_q)``, ``k`` ``(R, L_k)``,
     ``documents`` ``(R, L_k)`` or None, with ``R`` 1 or B, and ``rows`` ``()`` or ``(B,)``.
     """
+    lk = query_length if key_length is None else key_length
+    # The steady call: int lengths and offset, in the domain; the general path checks the rest.
+    given = positions is not None or key_positions is not None or documents is not None
+    ints = not given and batch is None and type(offset) is type(query_length) is type(lk) is int
+    if (
+        ints
+        and min(query_length, lk, offset - POSITION_MIN) >= 0
+        and max(lk, offset + query_length) <= POSITION_MAX + 1
+    ):
+        q = torch.arange(query_length, device=work)[None] + offset
+        return q, torch.arange(lk, device=work)[None], None, ()
     lq = _checks.length("query_length", query_length)
     if key_positions is not None:
         key_positions = _checks.integer_tensor(
@@ -206,10 +217,6 @@ def by_blocks(out: Tensor, per_pair: int, block: Callable[[int, slice, slice], T
                 rows, keys = slice(i, i + step), slice(j, j + cols)
                 out[b, ..., rows, keys] = block(b, rows, keys)
     return out
-
-
-def _row(t: Tensor | None, b: int) -> Tensor | None:
-    return None if t is None else t[b if t.shape[0] > 1 else 0]
 
 
 class RelativeBias(nn.Module):
@@ -342,7 +349,8 @@ class RelativeBias(nn.Module):
             mask, e.g. ``bias.masked_fill(~mask[:, None, None, :], -inf)``. A row
             whose every key is masked gives SDPA no key to attend to (NaN).
         """
-        if any(_distributed.is_dtensor(t) for t in (positions, key_positions, offset)):
+        tensors = positions is not None or key_positions is not None or type(offset) is not int
+        if tensors and any(_distributed.is_dtensor(t) for t in (positions, key_positions, offset)):
             if (
                 positions is not None
                 and key_positions is None
@@ -373,13 +381,10 @@ class RelativeBias(nn.Module):
         if first is not None:
             default, where = first.dtype, first.device
         else:
-            default, where = torch.get_default_dtype(), torch.device("cpu")
-            if device is not None:
-                where = torch.device(device)
-            else:
-                where = next(
-                    (t.device for t in tensors if isinstance(t, Tensor)), _runtime.default_device()
-                )
+            default = torch.get_default_dtype()
+            given = [t.device for t in tensors if isinstance(t, Tensor)]
+            where = torch.device(device) if device is not None else given[0] if given else None
+            where = where or _runtime.default_device()
         out_dtype = _checks.floating_dtype("dtype", default if dtype is None else dtype)
         return out_dtype, where, _runtime.work_device(where)
 
@@ -408,14 +413,6 @@ class RelativeBias(nn.Module):
         out = self._fill(q, k, docs, shape, out_dtype, where, work, causal)
         return out if device is None else out.to(device)
 
-    def _per_pair(self, dtype: torch.dtype) -> int:
-        """Bytes of temporaries per pair while a block is computed.
-
-        int64 positions and their difference, a bool, and per head the float64 score
-        and two float64 temporaries, and the rounding's (about 40 bytes for 2-byte dtypes).
-        """
-        return 25 + self.n_heads * (24 + (40 if dtype.itemsize < 4 else dtype.itemsize))
-
     def _fill(
         self,
         q: Tensor,
@@ -436,47 +433,42 @@ class RelativeBias(nn.Module):
         counts the temporaries of every pair.
         """
         params = self.parameters_in(torch.float64, work)
-        blocks = device.type != "meta" and _runtime.plain_eager(*params)
-        per_pair, result = self._per_pair(dtype), self.n_heads * dtype.itemsize
-        _runtime.allocation(
-            shape, dtype, device, lambda: f"{self._what} of shape {shape}",
-            peak=1.0 if blocks else (per_pair + result) / result,
-        )  # fmt: skip
+        lq, lk = shape[-2], shape[-1]
+        # Bytes of temporaries per pair of a block: int64 positions and their difference,
+        # a bool, and per head the float64 score, two float64 temporaries, the rounding's.
+        result = self.n_heads * dtype.itemsize
+        per_pair = 25 + self.n_heads * (24 + (40 if dtype.itemsize < 4 else dtype.itemsize))
+        # One block holds the whole: at once, and too small for the guard to refuse.
+        big = math.prod(shape) // self.n_heads * per_pair > BLOCK_BYTES
+        blocks = big and device.type != "meta" and _runtime.plain_eager(*params)
+        if big:
+            _runtime.allocation(
+                shape, dtype, device, lambda: f"{self._what} of shape {shape}",
+                peak=1.0 if blocks else (per_pair + result) / result,
+            )  # fmt: skip
         heads = torch.arange(self.n_heads, device=work).view(-1, 1, 1)
-        lq, lk = q.shape[-1], k.shape[-1]
+        slots_q, slots_k = torch.arange(lq, device=work), torch.arange(lk, device=work)
         shift = lk - lq
 
-        def values(
-            qs: Tensor, ks: Tensor, i: Tensor, j: Tensor, dq: Tensor | None, dk: Tensor | None
-        ) -> Tensor:
-            out = round_once(self.score(heads, qs, ks, *params), dtype)
-            mask = hidden(i, j, shift, causal, dq, dk)
+        rows = max(len(q), len(k), 1 if docs is None else len(docs))
+        q, k = q.expand(rows, lq), k.expand(rows, lk)
+        dq = None if docs is None else docs.expand(rows, lk)[:, shift:]
+
+        def values(b: slice, i: slice, j: slice) -> Tensor:
+            """The rounded, masked values of rows ``b``, queries ``i``, keys ``j``: ``(R, H, r, c)``."""
+            out = round_once(
+                self.score(heads, q[b, None, i, None], k[b, None, None, j], *params), dtype
+            )
+            ids = (None, None) if dq is None else (dq[b, i, None], docs[b, None, j])  # type: ignore[index]
+            mask = hidden(slots_q[i, None], slots_k[j], shift, causal, *ids)
             return out if mask is None else out.masked_fill(mask.unsqueeze(-3), -math.inf)
 
-        slots_q, slots_k = torch.arange(lq, device=work), torch.arange(lk, device=work)
-        dq = None if docs is None else docs[:, shift:]
         if not blocks:
-            whole = values(
-                q[:, None, :, None], k[:, None, None, :], slots_q[:, None], slots_k,
-                None if dq is None else dq[:, :, None], None if docs is None else docs[:, None, :],
-            )  # fmt: skip
-            return whole.reshape(shape).to(device)
-        out = torch.empty(
-            (max(q.shape[0], k.shape[0], 1 if docs is None else docs.shape[0]), *shape[-3:]),
-            dtype=dtype,
-            device=device,
+            return values(slice(None), slice(None), slice(None)).reshape(shape).to(device)
+        out = torch.empty((rows, *shape[-3:]), dtype=dtype, device=device)
+        return by_blocks(out, per_pair, lambda b, i, j: values(slice(b, b + 1), i, j)[0]).view(
+            shape
         )
-
-        def block(b: int, rows: slice, keys: slice) -> Tensor:
-            qb, kb, db, eb = _row(q, b), _row(k, b), _row(dq, b), _row(docs, b)
-            assert qb is not None
-            assert kb is not None
-            return values(
-                qb[rows, None], kb[None, keys], slots_q[rows, None], slots_k[None, keys],
-                None if db is None else db[rows, None], None if eb is None else eb[None, keys],
-            )  # fmt: skip
-
-        return by_blocks(out, per_pair, block).view(shape)
 
     # -- FlexAttention ----------------------------------------------------------------------
 
