@@ -166,6 +166,35 @@ def positions_from_documents(documents: Tensor) -> Tensor:
     return slots - first
 
 
+def documents_from_positions(positions: Tensor) -> Tensor:
+    """Document ids from packed positions: a document starts where a position is not the last + 1.
+
+    The rule of Hugging Face's ``find_packed_sequence_indices`` (``masking_utils``):
+    ids count from 0 in each row. Positions that restart at 0 (or anywhere) start a
+    new document; a row of consecutive positions is one document.
+
+    Args:
+        positions: Integer positions ``(L,)`` or ``(B, L)``.
+
+    Returns:
+        ``torch.long`` tensor of the shape of ``positions``.
+
+    Raises:
+        TypeError: ``positions`` is not an integer tensor.
+
+    Example:
+        >>> import torch
+        >>> from posenc import documents_from_positions, positions_from_lengths
+        >>> documents_from_positions(positions_from_lengths([3, 2, 1]))
+        tensor([0, 0, 0, 1, 1, 2])
+    """
+    positions = _checks.integer_tensor("positions", positions, "an integer tensor (L,) or (B, L)")
+    p = positions.to(torch.int64)
+    starts = torch.zeros_like(p)
+    starts[..., 1:] = (p[..., 1:] != p[..., :-1] + 1).to(torch.int64)
+    return starts.cumsum(-1)
+
+
 def _visible(documents: Tensor | None, causal: bool, window: int | None) -> MaskMod:
     """FlexAttention's ``mask_mod``: may query slot ``q`` see key slot ``k``?"""
     docs = None if documents is None else documents.reshape(-1, documents.shape[-1])
@@ -305,6 +334,7 @@ __all__ = [
     "document_block_mask",
     "document_ids",
     "document_mask",
+    "documents_from_positions",
     "lengths_from_cu_seqlens",
     "lengths_from_documents",
     "positions_from_documents",
