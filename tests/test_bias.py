@@ -1131,7 +1131,7 @@ def test_score_mod_errors_name_the_argument() -> None:
         alibi.score_mod(causal=1)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="documents must be an integer tensor"):
         alibi.score_mod(documents=torch.zeros(3))
-    with pytest.raises(TypeError, match="dtype must be a floating torch.dtype"):
+    with pytest.raises(TypeError, match=r"dtype must be a floating torch\.dtype"):
         alibi.score_mod(dtype=torch.int64)
 
 

@@ -383,8 +383,7 @@ class RelativeBias(nn.Module):
         else:
             default = torch.get_default_dtype()
             given = [t.device for t in tensors if isinstance(t, Tensor)]
-            where = torch.device(device) if device is not None else given[0] if given else None
-            where = where or _runtime.default_device()
+            where = _runtime.default_device(device or (given[0] if given else None))
         out_dtype = _checks.floating_dtype("dtype", default if dtype is None else dtype)
         return out_dtype, where, _runtime.work_device(where)
 
@@ -455,7 +454,7 @@ class RelativeBias(nn.Module):
         dq = None if docs is None else docs.expand(rows, lk)[:, shift:]
 
         def values(b: slice, i: slice, j: slice) -> Tensor:
-            """The rounded, masked values of rows ``b``, queries ``i``, keys ``j``: ``(R, H, r, c)``."""
+            """Values of rows ``b``, queries ``i``, keys ``j``, rounded and masked: ``(R, H, r, c)``."""
             out = round_once(
                 self.score(heads, q[b, None, i, None], k[b, None, None, j], *params), dtype
             )
