@@ -454,7 +454,7 @@ class RelativeBias(nn.Module):
         dq = None if docs is None else docs.expand(rows, lk)[:, shift:]
 
         def values(b: slice, i: slice, j: slice) -> Tensor:
-            """Values of rows ``b``, queries ``i``, keys ``j``, rounded and masked: ``(R, H, r, c)``."""
+            """Rows ``b``, queries ``i``, keys ``j``: ``(R, H, r, c)``, rounded and masked."""
             out = round_once(
                 self.score(heads, q[b, None, i, None], k[b, None, None, j], *params), dtype
             )
