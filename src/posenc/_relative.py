@@ -106,8 +106,8 @@ def pair_positions(
         and min(query_length, lk, offset - POSITION_MIN) >= 0
         and max(lk, offset + query_length) <= POSITION_MAX + 1
     ):
-        q = torch.arange(query_length, device=work)[None] + offset
-        return q, torch.arange(lk, device=work)[None], None, ()
+        q = torch.arange(offset, offset + query_length, device=work).view(1, -1)  # type: ignore[arg-type]
+        return q, torch.arange(lk, device=work).view(1, -1), None, ()
     lq = _checks.length("query_length", query_length)
     if key_positions is not None:
         key_positions = _checks.integer_tensor(
@@ -377,7 +377,7 @@ class RelativeBias(nn.Module):
         tensors: tuple[object, ...],
     ) -> tuple[torch.dtype, torch.device, torch.device]:
         """``(dtype, device, work)``: those of the first parameter, else the defaults."""
-        first = next(self.parameters(), None)
+        first = next(self.parameters(), None) if self._parameters or self._modules else None
         if first is not None:
             default, where = first.dtype, first.device
         else:
@@ -446,28 +446,34 @@ class RelativeBias(nn.Module):
                 peak=1.0 if blocks else (per_pair + result) / result,
             )  # fmt: skip
         heads = torch.arange(self.n_heads, device=work).view(-1, 1, 1)
-        slots_q, slots_k = torch.arange(lq, device=work), torch.arange(lk, device=work)
         shift = lk - lq
-
-        rows = max(len(q), len(k), 1 if docs is None else len(docs))
-        q, k = q.expand(rows, lq), k.expand(rows, lk)
-        dq = None if docs is None else docs.expand(rows, lk)[:, shift:]
+        dq = None if docs is None else docs[:, shift:]
 
         def values(b: slice, i: slice, j: slice) -> Tensor:
             """Rows ``b``, queries ``i``, keys ``j``: ``(R, H, r, c)``, rounded and masked."""
             out = round_once(
                 self.score(heads, q[b, None, i, None], k[b, None, None, j], *params), dtype
             )
+            if not causal and docs is None:
+                return out
             ids = (None, None) if dq is None else (dq[b, i, None], docs[b, None, j])  # type: ignore[index]
-            mask = hidden(slots_q[i, None], slots_k[j], shift, causal, *ids)
-            return out if mask is None else out.masked_fill(mask.unsqueeze(-3), -math.inf)
+            slots_q, slots_k = torch.arange(lq, device=work)[i], torch.arange(lk, device=work)[j]
+            mask = hidden(slots_q[:, None], slots_k, shift, causal, *ids)
+            return out.masked_fill(mask.unsqueeze(-3), -math.inf)  # type: ignore[union-attr]
 
         if not blocks:
-            return values(slice(None), slice(None), slice(None)).reshape(shape).to(device)
-        out = torch.empty((rows, *shape[-3:]), dtype=dtype, device=device)
-        return by_blocks(out, per_pair, lambda b, i, j: values(slice(b, b + 1), i, j)[0]).view(
-            shape
+            out = values(slice(None), slice(None), slice(None))
+            return (out if out.shape == shape else out.reshape(shape)).to(device)
+        rows = max(len(q), len(k), 1 if docs is None else len(docs))
+        q, k = q.expand(rows, lq), k.expand(rows, lk)
+        dq, docs = (
+            (None, None)
+            if docs is None or dq is None
+            else (dq.expand(rows, lq), docs.expand(rows, lk))
         )
+        out = torch.empty((rows, *shape[-3:]), dtype=dtype, device=device)
+        blocked = by_blocks(out, per_pair, lambda b, i, j: values(slice(b, b + 1), i, j)[0])
+        return blocked.view(shape)
 
     # -- FlexAttention ----------------------------------------------------------------------
 
