@@ -51,6 +51,7 @@ from posenc import (
     relative_position_bucket,
     subsequent_mask,
 )
+from posenc._relative import RelativeBias
 
 PROPERTY = settings(max_examples=40, deadline=None)
 
@@ -1263,3 +1264,70 @@ def test_a_steady_alibi_call_executes_few_lines_of_posenc() -> None:
     assert torch.equal(got, want)
     assert len(functions) <= 15, sorted(f.co_name for f in functions)  # type: ignore[attr-defined]
     assert len(lines) <= 70, len(lines)
+
+
+def _code_lines(cls: type) -> int:
+    """Lines of a class's source that are code: no docstring, comment or blank line."""
+    import ast
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(cls))
+    docs: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node):
+            docs |= set(range(node.body[0].lineno, node.body[0].end_lineno + 1))  # type: ignore[operator]
+    return sum(
+        1
+        for n, line in enumerate(source.splitlines(), 1)
+        if n not in docs and line.strip() and not line.strip().startswith("#")
+    )
+
+
+def test_kerple_is_a_score_function_and_its_parameters() -> None:
+    # KERPLE supplies its score and its parameters; the base does the rest (it was 44).
+    assert _code_lines(KERPLE) <= 25
+
+
+class _Fire(RelativeBias):
+    """A FIRE-like scheme (Li et al., 2023): a function of the distance normalised by the
+    query's own position, log(1 + |q - k|) / log(2 + q), which the base serves unchanged."""
+
+    _what = "a FIRE-like bias"
+
+    def __init__(self, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.weight = torch.nn.Parameter(torch.linspace(-2.0, -0.5, n_heads))
+
+    def parameters_in(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
+        return (self.weight.to(device, torch.float64).to(dtype),)
+
+    def score(self, h, q, k, *params):  # type: ignore[no-untyped-def]
+        (w,) = params
+        return w[h] * torch.log1p((q - k).abs().to(w.dtype)) / torch.log(2 + q.to(w.dtype))
+
+
+@pytest.mark.filterwarnings(FLEX_EAGER)
+def test_a_scheme_of_the_query_position_fits_the_base_unchanged() -> None:
+    from torch.nn.attention.flex_attention import flex_attention
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    fire = _Fire(3)
+    lengths = [4, 6, 2]
+    docs, pos = document_ids(lengths), positions_from_lengths(lengths)
+    with torch.no_grad():
+        # documents restart their positions: the per-document bias needs positions
+        got = fire(12, positions=pos, documents=docs, causal=True, dtype=torch.float64)
+        start = 0
+        for n in lengths:
+            part = slice(start, start + n)
+            want = fire(n, causal=True, dtype=torch.float64)
+            assert torch.equal(got[:, part, part], want)
+            start += n
+        q, k, v = torch.randn(3, 1, 3, 12, 8).unbind()
+        score_mod = fire.score_mod(positions=pos, documents=docs, causal=True)
+        out = flex_attention(q, k, v, score_mod=score_mod)
+        dense = sdpa(q, k, v, attn_mask=fire(12, positions=pos, documents=docs, causal=True))
+    torch.testing.assert_close(out, dense, rtol=0, atol=1e-5)
+    assert _code_lines(_Fire) <= 15

@@ -169,12 +169,10 @@ class ALiBi(RelativeBias):
 
     Casting or moving the module changes nothing: it holds no tensor. The
     bias is computed in float64 from integer positions and rounded once to
-    the requested ``dtype``; ask for the dtype of the attention scores. Where
-    float32 is exact it is used instead, with the same values: when every
-    slope is a power of two (``n_heads`` 1, 2, 4, 8, or 3, 5, 6, 7; not 16,
-    whose slopes are :math:`2^{-k/2}`) and every distance ``|key - query|`` is
-    below :math:`2^{24}`, for a float32 or narrower ``dtype``, with positions
-    read on the CPU.
+    the requested ``dtype``; ask for the dtype of the attention scores.
+    :meth:`score_mod` computes the same score inside FlexAttention, in the
+    kernel's dtype; for flash-attn, pass ``alibi_slopes=alibi.slopes.float()``
+    (see :ref:`guide-bias-kernels`).
 
     Args:
         n_heads: Number of attention heads, H.
