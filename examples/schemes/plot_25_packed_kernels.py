@@ -68,7 +68,9 @@ plt.show()
 # each kernel's time and its peak memory; without it, this script measures a
 # small version here (FlexAttention compiled at two short lengths, time only,
 # and the dense bias's own size for its memory).
-SAVED = Path("benchmarks/results/attention-cpu-2threads.json")  # from the repository's root
+SAVED = Path(
+    "benchmarks/results/attention-cpu-2threads.json"
+)  # from the repository's root
 if not SAVED.is_file():
     SAVED = Path("../..") / SAVED  # from examples/schemes, as the gallery runs it
 LABELS = {"dense": "SDPA + dense bias", "flex": "FlexAttention + score_mod"}
@@ -80,7 +82,9 @@ def from_saved(path):
     rows = {}
     for section in run["sections"]:
         length = int(section["key"].removeprefix("attention-").removesuffix("k")) * 1024
-        peaks = dict(re.findall(r"(\w+) (\d+) MiB", section["note"].split("Peak memory")[-1]))
+        peaks = dict(
+            re.findall(r"(\w+) (\d+) MiB", section["note"].split("Peak memory")[-1])
+        )
         rows[length] = {
             case["name"]: (
                 case["allocators"]["default"]["median_ms"],
@@ -103,7 +107,9 @@ def measured_here(lengths=(256, 512)):
         block_mask = posenc.document_block_mask(length=length)
         runs = {
             "dense": lambda: sdpa(q, k, v, attn_mask=alibi(length, causal=True)),
-            "flex": lambda: flex(q, k, v, score_mod=alibi.score_mod(), block_mask=block_mask),
+            "flex": lambda: flex(
+                q, k, v, score_mod=alibi.score_mod(), block_mask=block_mask
+            ),
         }
         rows[length] = {}
         with torch.inference_mode():
