@@ -77,14 +77,13 @@ LABELS = {"dense": "SDPA + dense bias", "flex": "FlexAttention + score_mod"}
 
 
 def from_saved(path):
-    """Per length: each case's median time (ms) and peak memory (MiB), default allocator."""
+    """Per length: each case's median time (ms) and peak memory (MiB), glibc's."""
     run = json.loads(path.read_text(encoding="utf-8"))
     rows = {}
     for section in run["sections"]:
         length = int(section["key"].removeprefix("attention-").removesuffix("k")) * 1024
-        peaks = dict(
-            re.findall(r"(\w+) (\d+) MiB", section["note"].split("Peak memory")[-1])
-        )
+        memory = section["note"].split("Peak memory")[-1]
+        peaks = dict(re.findall(r"(\w+) (\d+) MiB", memory))
         rows[length] = {
             case["name"]: (
                 case["allocators"]["default"]["median_ms"],
@@ -95,22 +94,26 @@ def from_saved(path):
     return rows, f"saved run of {run['date']}, {run['machine']['threads']} threads"
 
 
-def measured_here(lengths=(256, 512)):
-    """A quick version: the median of a few calls; memory is the dense bias's size."""
+def kernels(length):
+    """The two kernels at one length, and the dense bias's size in MiB."""
     from torch.nn.attention.flex_attention import flex_attention
     from torch.nn.functional import scaled_dot_product_attention as sdpa
 
+    q, k, v = torch.randn(3, 1, 8, length, 64).unbind()
+    block_mask = posenc.document_block_mask(length=length)
     flex = torch.compile(flex_attention, dynamic=False)
+    score_mod = alibi.score_mod()
+    return {
+        "dense": lambda: sdpa(q, k, v, attn_mask=alibi(length, causal=True)),
+        "flex": lambda: flex(q, k, v, score_mod=score_mod, block_mask=block_mask),
+    }, 8 * length * length * 4 / 2**20
+
+
+def measured_here(lengths=(256, 512)):
+    """A quick version: the median of a few calls; memory is the dense bias's size."""
     rows = {}
     for length in lengths:
-        q, k, v = torch.randn(3, 1, 8, length, 64).unbind()
-        block_mask = posenc.document_block_mask(length=length)
-        runs = {
-            "dense": lambda: sdpa(q, k, v, attn_mask=alibi(length, causal=True)),
-            "flex": lambda: flex(
-                q, k, v, score_mod=alibi.score_mod(), block_mask=block_mask
-            ),
-        }
+        runs, dense_mib = kernels(length)
         rows[length] = {}
         with torch.inference_mode():
             for name, run in runs.items():
@@ -120,8 +123,8 @@ def measured_here(lengths=(256, 512)):
                     start = time.perf_counter()
                     run()
                     times.append((time.perf_counter() - start) * 1e3)
-                dense_mib = 8 * length * length * 4 / 2**20 if name == "dense" else 0.0
-                rows[length][name] = (statistics.median(times), dense_mib)
+                mib = dense_mib if name == "dense" else 0.0
+                rows[length][name] = (statistics.median(times), mib)
     return rows, "measured here, quick version"
 
 
