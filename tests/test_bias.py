@@ -1331,3 +1331,26 @@ def test_a_scheme_of_the_query_position_fits_the_base_unchanged() -> None:
         dense = sdpa(q, k, v, attn_mask=fire(12, positions=pos, documents=docs, causal=True))
     torch.testing.assert_close(out, dense, rtol=0, atol=1e-5)
     assert _code_lines(_Fire) <= 15
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_score_mod_with_a_cache_is_the_dense_bias(make) -> None:  # type: ignore[no-untyped-def]
+    # Queries at key slots offset, offset + 1, ...: causality and documents by slot.
+    module = make()
+    docs = document_ids([4, 5])
+    with torch.no_grad():
+        for kwargs in ({"causal": True}, {"causal": True, "documents": docs}, {}):
+            got = _on_grid(module.score_mod(offset=6, **kwargs), 4, 3, 9)
+            want = module(3, 9, offset=6, dtype=torch.float32, **kwargs)
+            assert torch.equal(torch.isinf(got), torch.isinf(want))
+            seen = torch.isfinite(want)
+            torch.testing.assert_close(got[seen], want[seen], rtol=2**-21, atol=2**-21)
+        offsets = torch.tensor([2, 6])
+        got = module.score_mod(offset=offsets)(
+            torch.zeros(()), torch.arange(2)[:, None, None, None],
+            torch.arange(4)[:, None, None], torch.arange(3)[:, None], torch.arange(9)[None],
+        )  # fmt: skip
+        want = module(3, 9, offset=offsets, dtype=torch.float32)
+        torch.testing.assert_close(got, want, rtol=2**-21, atol=2**-21)
+    with pytest.raises(ValueError, match="per-sequence offset has no slot"):
+        module.score_mod(offset=offsets, causal=True)

@@ -491,13 +491,14 @@ class RelativeBias(nn.Module):
 
         The same :meth:`score` as the dense bias, computed in ``dtype`` (that of the
         kernel's scores: float32 for float32, bfloat16 and float16 inputs) from the
-        parameters rounded once to it. Queries sit at ``q_idx + offset`` or at
-        ``positions[b, q_idx]``; keys at ``kv_idx``, or ``key_positions[b, kv_idx]``,
-        or, with ``positions`` and no ``key_positions``, at the query positions
-        (self-attention). ``documents`` (ids by slot, queries and keys alike) and
-        ``causal`` (by slot, ``kv_idx > q_idx``) put ``-inf`` where a query may not
-        look; pass the same to :func:`~posenc.document_block_mask` so that the
-        kernel skips those blocks.
+        parameters rounded once to it. Query ``q_idx`` sits at key slot
+        ``q_idx + offset`` (a KV cache of ``offset`` keys), at that position, or at
+        ``positions[b, q_idx]`` (then at slot ``q_idx``); keys at ``kv_idx``, or
+        ``key_positions[b, kv_idx]``, or, with ``positions`` and no
+        ``key_positions``, at the query positions (self-attention). ``documents``
+        (ids by key slot) and ``causal`` (a key slot after the query's) put ``-inf``
+        where a query may not look; pass the same to
+        :func:`~posenc.document_block_mask` so that the kernel skips those blocks.
 
         Precision, float32: ALiBi's score is one rounding of the exact product
         while ``|key - query| < 2**24``; KERPLE's is within ``2**-21·(1 + |bias|)``
@@ -518,6 +519,7 @@ class RelativeBias(nn.Module):
         Raises:
             TypeError: a position argument or ``documents`` is not an integer
                 tensor, or ``causal`` is not a bool.
+            ValueError: a ``(B,)`` offset with ``causal`` or ``documents``.
 
         Example:
             >>> import torch
@@ -560,6 +562,12 @@ class RelativeBias(nn.Module):
             if isinstance(offset, Tensor)
             else _checks.integer("offset", offset)
         )
+        if isinstance(off, Tensor) and off.dim() and (causal or docs is not None):
+            raise ValueError(
+                "score_mod with a per-sequence offset has no slot for its queries: causal "
+                "and documents need the key slot of each query (the dense bias's last L_q); "
+                "give positions=, or leave causality to the block mask"
+            )
 
         def at(t: Tensor, b: Tensor, i: Tensor) -> Tensor:
             return t[i] if t.dim() == 1 else t[b if t.shape[0] > 1 else 0, i]
@@ -567,16 +575,19 @@ class RelativeBias(nn.Module):
         def score_mod(
             score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor
         ) -> Tensor:
-            if pos is None:
-                q = q_idx + (off[b] if isinstance(off, Tensor) and off.dim() else off)
-            else:
-                q = at(pos, b, q_idx)
+            # the query's key slot: q_idx + offset (a cache), or q_idx with positions
+            slot = (
+                q_idx
+                if pos is not None
+                else q_idx + (off[b] if isinstance(off, Tensor) and off.dim() else off)
+            )
+            q = slot if pos is None else at(pos, b, q_idx)
             k = kv_idx if kpos is None else at(kpos, b, kv_idx)
             out = score + self.score(h, q, k, *params).to(score.dtype)
             if causal:
-                out = torch.where(kv_idx > q_idx, -math.inf, out)
+                out = torch.where(kv_idx > slot, -math.inf, out)
             if docs is not None:
-                out = torch.where(at(docs, b, q_idx) != at(docs, b, kv_idx), -math.inf, out)
+                out = torch.where(at(docs, b, slot) != at(docs, b, kv_idx), -math.inf, out)
             return out
 
         return score_mod
