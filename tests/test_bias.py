@@ -487,8 +487,8 @@ def test_causal_left_padded_sdpa_equals_unpadded_attention(make) -> None:  # typ
 
 @pytest.mark.parametrize("hooked", [False, True], ids=["plain", "hooked-table"])
 def test_t5_causal_under_autograd_gives_the_gradient_of_the_masked_bias(hooked: bool) -> None:
-    # With a plain table the mask comes from the lookup (an extra row of -inf); with a hook
-    # on the table, from a mask applied after it. Values and gradients are the masked bias's.
+    # With a plain table or a hook on it, the mask comes after the lookup, out of place
+    # under autograd. Values and gradients are the masked bias's.
     t5 = RelativePositionBias(3, bidirectional=True, num_buckets=8, max_distance=20)
     if hooked:
         t5.relative_attention_bias.register_forward_hook(lambda module, args, out: None)
