@@ -1354,3 +1354,29 @@ def test_score_mod_with_a_cache_is_the_dense_bias(make) -> None:  # type: ignore
         torch.testing.assert_close(got, want, rtol=2**-21, atol=2**-21)
     with pytest.raises(ValueError, match="per-sequence offset has no slot"):
         module.score_mod(offset=offsets, causal=True)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "offset"),
+    [
+        (torch.float16, 0),  # float16 overflows at the larger offsets' values
+        *(
+            (dtype, offset)
+            for dtype in (torch.float32, torch.bfloat16)
+            for offset in (0, 2**24 - 600, 2**24 + 5)
+        ),
+    ],
+)
+def test_a_large_alibi_bias_in_float32_keeps_the_float64_values(
+    dtype: torch.dtype, offset: int
+) -> None:
+    # A bias larger than a block, of power-of-two slopes: float32 arithmetic where every
+    # distance is below 2**24 (exact there), float64 past it; the values are the same.
+    lq, lk = 300, 600
+    alibi = ALiBi(8)
+    got = alibi(lq, lk, offset=offset, dtype=dtype, causal=True)
+    q = torch.arange(offset, offset + lq, dtype=torch.int64)
+    distance = (torch.arange(lk)[None] - q[:, None]).to(torch.float64)
+    exact = alibi_slopes(8)[:, None, None] * distance
+    later = torch.arange(lk)[None] - torch.arange(lq)[:, None] > lk - lq
+    assert torch.equal(got, round_once(exact, dtype).masked_fill(later, -math.inf))

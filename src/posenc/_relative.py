@@ -244,6 +244,14 @@ class RelativeBias(nn.Module):
         """The scheme's parameters in ``dtype`` on ``device``, as :meth:`score` takes them."""
         raise NotImplementedError
 
+    def _exact_in_float32(self, q: Tensor, k: Tensor) -> bool:
+        """Whether :meth:`score` in float32 gives its float64 values for these positions.
+
+        Optional: a large dense bias is then computed in float32 (ALiBi's, whose
+        products of power-of-two slopes and distances below ``2**24`` are exact).
+        """
+        return False
+
     # -- the dense bias ---------------------------------------------------------------------
 
     def forward(
@@ -440,6 +448,8 @@ class RelativeBias(nn.Module):
         # One block holds the whole: at once, and too small for the guard to refuse.
         big = math.prod(shape) // self.n_heads * per_pair > BLOCK_BYTES
         blocks = big and device.type != "meta" and _runtime.plain_eager(*params)
+        if blocks and dtype.itemsize <= 4 and device == work and self._exact_in_float32(q, k):
+            params = self.parameters_in(torch.float32, work)  # the same values, faster
         if big:
             _runtime.allocation(
                 shape, dtype, device, lambda: f"{self._what} of shape {shape}",
@@ -451,9 +461,8 @@ class RelativeBias(nn.Module):
 
         def values(b: slice, i: slice, j: slice) -> Tensor:
             """Rows ``b``, queries ``i``, keys ``j``: ``(R, H, r, c)``, rounded and masked."""
-            out = round_once(
-                self.score(heads, q[b, None, i, None], k[b, None, None, j], *params), dtype
-            )
+            out = self.score(heads, q[b, None, i, None], k[b, None, None, j], *params)
+            out = round_once(out, dtype) if out.dtype == torch.float64 else out.to(dtype)
             if not causal and docs is None:
                 return out
             ids = (None, None) if dq is None else (dq[b, i, None], docs[b, None, j])  # type: ignore[index]

@@ -46,6 +46,7 @@ Above the diagonal (keys after the query) the causal bias keeps the line
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar, cast
 
@@ -224,6 +225,9 @@ class ALiBi(RelativeBias):
         self.n_heads: int = _checks.positive_int("n_heads", n_heads)
         self.symmetric: bool = _checks.flag("symmetric", symmetric)
         self._slopes: tuple[float, ...] = _slopes(self.n_heads)  # Python floats, no tensor
+        # Every slope a power of two (H = 1, 2, 4, 8, and the heads of 3, 5, 6, 7): their
+        # float32 products with integer distances below 2**24 are exact.
+        self._powers_of_two: bool = all(math.frexp(m)[0] == 0.5 for m in self._slopes)
 
     @property
     def slopes(self) -> Tensor:
@@ -240,6 +244,16 @@ class ALiBi(RelativeBias):
         """The slopes, ``(H,)``, rounded once to ``dtype``."""
         slopes = torch.tensor(self._slopes, dtype=torch.float64, device=device)
         return (round_once(slopes, dtype),)
+
+    def _exact_in_float32(self, q: Tensor, k: Tensor) -> bool:
+        """Powers-of-two slopes and every ``|key - query| < 2**24``, read for free."""
+        if not (self._powers_of_two and _runtime.readable(q) and _runtime.readable(k)):
+            return False
+        if not q.numel() or not k.numel():
+            return False
+        q_lo, q_hi = (int(v) for v in torch.aminmax(q))
+        k_lo, k_hi = (int(v) for v in torch.aminmax(k))
+        return max(abs(k_hi - q_lo), abs(q_hi - k_lo)) < 2**24
 
     def score(self, h: Tensor, q: Tensor, k: Tensor, *params: Tensor) -> Tensor:
         """``-m_h · (q - k)``, or ``-m_h · |q - k|`` when symmetric."""
