@@ -27,6 +27,7 @@ Sections (``--sections``, comma-separated keys or prefixes):
   same values: SDPA with the dense bias as ``attn_mask``, compiled FlexAttention with
   ``ALiBi.score_mod()`` and a causal block mask, and the same kernel with a hand-written
   ALiBi ``score_mod`` (the floor); each section's note holds each case's peak memory.
+  ``attention-decode``: one token's ALiBi row over 201 keys against the float32 one-liner.
 - ``llama-*``, ``mrope``, ``flux``: also from ``peer_cases.py``: a small Llama's forward
   before and after ``patch_rotary``, Qwen2-VL's ``get_rope_index`` against
   ``multimodal_positions``, diffusers' ``FluxPosEmbed`` against posenc's 3-axis tables
@@ -430,6 +431,24 @@ def attention_kernels(length: int) -> Section | tuple[str, str]:
     )  # fmt: skip
 
 
+def alibi_decoding_row() -> Section:
+    """One new token's ALiBi row over a cache: posenc against the float32 one-liner."""
+    alibi = posenc.ALiBi(8)
+    slopes = posenc.alibi_slopes(8).float()[:, None, None]
+
+    def one_liner() -> torch.Tensor:
+        return slopes * (torch.arange(201) - 200)
+
+    return Section.of(
+        "attention-decode", "ALiBi's decoding row, float32, (8, 1, 201)", "one_liner",
+        [("one_liner", "slopes * (arange(201) - 200), float32", one_liner),
+         ("alibi", "posenc ALiBi(8)(1, 201, offset=200)", lambda: alibi(1, 201, offset=200))],
+        calls=25,
+        note="The row of the query at 200 over keys 0 .. 200; the one-liner's slopes are "
+        "a float32 tensor built once, outside the timed call.",
+    )  # fmt: skip
+
+
 # Timed calls per round for the calls of tens of microseconds (one token): the median of
 # more calls, so that one slow moment of a shared machine moves a round's figure less.
 TINY_CALLS = 25
@@ -518,6 +537,7 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
         builders.update(peer_sections())
     builders.update(
         {f"attention-{n}k": lambda n=n: attention_kernels(n * 1024) for n in (1, 4, 8)}
+        | {"attention-decode": alibi_decoding_row}
     )
     patterns = args.sections.split(",")
     for key, build in builders.items():

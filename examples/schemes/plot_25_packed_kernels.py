@@ -81,7 +81,10 @@ def from_saved(path):
     run = json.loads(path.read_text(encoding="utf-8"))
     rows = {}
     for section in run["sections"]:
-        length = int(section["key"].removeprefix("attention-").removesuffix("k")) * 1024
+        size = re.fullmatch(r"attention-(\d+)k", section["key"])
+        if size is None:  # the decoding row's section
+            continue
+        length = int(size[1]) * 1024
         memory = section["note"].split("Peak memory")[-1]
         peaks = dict(re.findall(r"(\w+) (\d+) MiB", memory))
         rows[length] = {
