@@ -223,7 +223,7 @@ class RelativeBias(nn.Module):
     """Base of the attention biases: a score of (head, query position, key position).
 
     Subclasses set :attr:`n_heads` and ``_what`` (how the size guard names the
-    result) and supply :meth:`score` and :meth:`parameters_in`.
+    result) and supply ``score`` and :meth:`parameters_in`.
     """
 
     n_heads: int
@@ -241,11 +241,11 @@ class RelativeBias(nn.Module):
         raise NotImplementedError
 
     def parameters_in(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
-        """The scheme's parameters in ``dtype`` on ``device``, as :meth:`score` takes them."""
+        """The scheme's parameters in ``dtype`` on ``device``, as ``score`` takes them."""
         raise NotImplementedError
 
     def _exact_in_float32(self, q: Tensor, k: Tensor) -> bool:
-        """Whether :meth:`score` in float32 gives its float64 values for these positions.
+        """Whether ``score`` in float32 gives its float64 values for these positions.
 
         Optional: a large dense bias is then computed in float32 (ALiBi's, whose
         products of power-of-two slopes and distances below ``2**24`` are exact).
@@ -498,7 +498,7 @@ class RelativeBias(nn.Module):
     ) -> ScoreMod:
         """The bias as a FlexAttention ``score_mod(score, b, h, q_idx, kv_idx)``.
 
-        The same :meth:`score` as the dense bias, computed in ``dtype`` (that of the
+        The same ``score`` as the dense bias, computed in ``dtype`` (that of the
         kernel's scores: float32 for float32, bfloat16 and float16 inputs) from the
         parameters rounded once to it. Query ``q_idx`` sits at key slot
         ``q_idx + offset`` (a KV cache of ``offset`` keys), at that position, or at

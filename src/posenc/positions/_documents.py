@@ -297,7 +297,7 @@ def document_block_mask(
         block_size: FlexAttention's block size.
 
     Returns:
-        A :class:`torch.nn.attention.flex_attention.BlockMask` for every head.
+        A FlexAttention ``BlockMask`` (``torch.nn.attention.flex_attention``) for every head.
 
     Raises:
         TypeError: an argument has the wrong type.
