@@ -12,10 +12,11 @@ is written here, once:
 - what no query may see: with ``causal=True`` a key in a later *slot* (bottom-right
   aligned: query ``i`` of ``L_q`` sits at key slot ``i + L_k - L_q``, the KV-cache
   convention), and with ``documents`` a key of another document. Positions never
-  decide it, so packed documents whose positions restart at 0 cannot see each other;
+  decide it, so packed documents whose positions restart at 0 see no later slot;
 - the dense bias: the score in float64, rounded once, by blocks or at once (the
-  choice is made in :meth:`RelativeBias._fill`, and only there), under the size
-  guard; DTensor positions (:func:`posenc._distributed.local_bias`);
+  choice is made in :meth:`RelativeBias._fill`, and only there; T5's, a lookup of
+  a learned table, replaces it to look the table up once), under the size guard;
+  DTensor positions (:func:`posenc._distributed.local_bias`);
 - the same score as a FlexAttention ``score_mod`` (:meth:`RelativeBias.score_mod`),
   computed in the kernel's dtype.
 """
