@@ -94,7 +94,7 @@ def from_saved(path):
             )
             for case in section["cases"]
         }
-    return rows, f"saved run of {run['date']}, {run['machine']['threads']} threads"
+    return rows, f"saved run of {run['date']}, {run['settings']['threads']} threads"
 
 
 def kernels(length):
