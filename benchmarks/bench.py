@@ -27,6 +27,11 @@ Sections (``--sections``, comma-separated keys or prefixes):
 - ``hf-rotary-*``, ``decode-*``, ``bias-*``: the cases of ``peer_cases.py`` (this directory),
   each beside the code it replaces (transformers' rotary and T5 bias, the ALiBi one-liner,
   the plain input layer), which is the section's floor; with transformers installed.
+- ``attention-{1,4,8}k``: causal ALiBi attention at L = 1024, 4096, 8192 three ways, the
+  same values: SDPA with the dense bias as ``attn_mask``, compiled FlexAttention with
+  ``ALiBi.score_mod()`` and a causal block mask, and the same kernel with a hand-written
+  ALiBi ``score_mod`` (the floor); each section's note holds each case's peak memory.
+  ``attention-decode``: one token's ALiBi row over 201 keys against the float32 one-liner.
 - ``llama-*``, ``mrope``, ``flux``: also from ``peer_cases.py``: a small Llama's forward
   before and after ``patch_rotary``, Qwen2-VL's ``get_rope_index`` against
   ``multimodal_positions``, diffusers' ``FluxPosEmbed`` against posenc's 3-axis tables
@@ -378,6 +383,106 @@ def rotary_token(dtype: torch.dtype) -> Section:
     )  # fmt: skip
 
 
+# -- Where a bias meets attention: dense bias + SDPA, FlexAttention, a hand-written score_mod --
+
+
+def peak_bytes(run: Callable[[], object]) -> int | None:
+    """The growth of resident memory over one call of ``run``: Linux's high-water mark, reset.
+
+    Writing 5 to ``/proc/self/clear_refs`` resets ``VmHWM`` to the current resident size;
+    after the call, ``VmHWM`` minus that size is the call's peak. It counts memory the
+    allocator takes from the OS, so it is read under glibc's default allocator only (which
+    returns its large blocks at once); None elsewhere.
+    """
+    import gc
+    import os
+
+    status = Path("/proc/self/status")
+    if "GLIBC_TUNABLES" in os.environ or not status.exists():
+        return None
+
+    def field(name: str) -> int:
+        line = next(x for x in status.read_text().splitlines() if x.startswith(name))
+        return int(line.split()[1]) * 1024
+
+    gc.collect()
+    Path("/proc/self/clear_refs").write_text("5")
+    before = field("VmRSS:")
+    run()
+    return field("VmHWM:") - before
+
+
+def attention_kernels(length: int) -> Section | tuple[str, str]:
+    """Causal ALiBi attention three ways, the same values: which kernel, at what memory."""
+    key = f"attention-{length // 1024}k"
+    try:
+        from torch.nn.attention.flex_attention import flex_attention
+    except ImportError as exc:
+        return key, f"{type(exc).__name__}: {exc}"
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    heads, head_dim = 8, 64
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, heads, length, head_dim, generator=g) for _ in range(3))
+    alibi = posenc.ALiBi(heads)
+    slopes = alibi.slopes.float()
+    flex = torch.compile(flex_attention, dynamic=False)
+    mask = posenc.document_block_mask(length=length)
+    ours = alibi.score_mod()
+
+    def by_hand(score: torch.Tensor, b: torch.Tensor, h: torch.Tensor, i: torch.Tensor,
+                j: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        return score + slopes[h] * (j - i)
+
+    cases = [
+        ("hand", "FlexAttention, a hand-written score_mod",
+         lambda: flex(q, k, v, score_mod=by_hand, block_mask=mask)),
+        ("flex", "FlexAttention, ALiBi.score_mod()",
+         lambda: flex(q, k, v, score_mod=ours, block_mask=mask)),
+        ("dense", "SDPA, attn_mask=ALiBi(8)(L, causal=True)",
+         lambda: sdpa(q, k, v, attn_mask=alibi(length, causal=True))),
+    ]  # fmt: skip
+    with torch.inference_mode():
+        for _, _, run in cases:  # compiled before the memory is read
+            run()
+        peaks = {name: peak_bytes(run) for name, _, run in cases}
+    memory = ", ".join(
+        f"{name} {peak / 2**20:.0f} MiB" for name, peak in peaks.items() if peak is not None
+    )
+    note = (
+        f"q, k, v (1, {heads}, {length}, {head_dim}) float32, causal (a block mask for "
+        "FlexAttention, compiled once per length; -inf in the dense bias); the dense bias "
+        f"alone is {heads * length * length * 4 / 2**20:.0f} MiB."
+        + (
+            f" Peak memory over one call (resident growth, default allocator): {memory}."
+            if memory
+            else ""
+        )
+    )
+    return Section.of(
+        key, f"Causal ALiBi attention, L = {length}", "hand", cases,
+        calls=None if length <= 1024 else 1, note=note,
+    )  # fmt: skip
+
+
+def alibi_decoding_row() -> Section:
+    """One new token's ALiBi row over a cache: posenc against the float32 one-liner."""
+    alibi = posenc.ALiBi(8)
+    slopes = posenc.alibi_slopes(8).float()[:, None, None]
+
+    def one_liner() -> torch.Tensor:
+        return slopes * (torch.arange(201) - 200)
+
+    return Section.of(
+        "attention-decode", "ALiBi's decoding row, float32, (8, 1, 201)", "one_liner",
+        [("one_liner", "slopes * (arange(201) - 200), float32", one_liner),
+         ("alibi", "posenc ALiBi(8)(1, 201, offset=200)", lambda: alibi(1, 201, offset=200))],
+        calls=25,
+        note="The row of the query at 200 over keys 0 .. 200; the one-liner's slopes are "
+        "a float32 tensor built once, outside the timed call.",
+    )  # fmt: skip
+
+
 # Timed calls per round for the calls of tens of microseconds (one token): the median of
 # more calls, so that one slow moment of a shared machine moves a round's figure less.
 TINY_CALLS = 25
@@ -468,6 +573,10 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
             builders[f"rope-token-{name}"] = lambda dtype=dtype: rotary_token(dtype)
     if importlib.util.find_spec("transformers") is not None:
         builders.update(peer_sections())
+    builders.update(
+        {f"attention-{n}k": lambda n=n: attention_kernels(n * 1024) for n in (1, 4, 8)}
+        | {"attention-decode": alibi_decoding_row}
+    )
     patterns = args.sections.split(",")
     for key, build in builders.items():
         if any(fnmatch.fnmatch(key, p) or key.startswith(p) for p in patterns):
@@ -478,7 +587,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--sections",
-        default="input,fused,kernels,table,rope,hf-rotary,decode,bias,llama,mrope,flux",
+        default="input,fused,kernels,table,rope,hf-rotary,decode,bias,llama,mrope,flux,attention",
         help="keys or prefixes",
     )  # fmt: skip
     parser.add_argument("--batch", type=int, default=32)

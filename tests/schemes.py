@@ -363,7 +363,7 @@ SCHEMES: list[Scheme] = [
         ((1, "Lq"), (1, "Lk")),
         omit=frozenset({"no_op_to"}),  # holds no tensor: nothing to keep
     ),
-    Scheme(  # the bias with -inf after the query, for SDPA: the mask in the distances
+    Scheme(  # the bias with -inf at later key slots, for SDPA
         "ALiBi-causal",
         lambda: QueryKey(posenc.ALiBi(HEADS), causal=True),
         query_key,
@@ -386,7 +386,7 @@ SCHEMES: list[Scheme] = [
         query_key,
         ((1, "Lq"), (1, "Lk")),
     ),
-    Scheme(  # causal: keys after the query read an extra -inf row of the table
+    Scheme(  # causal: -inf at later key slots, after the table's lookup
         "RelativePositionBias-decoder-causal",
         lambda: QueryKey(
             posenc.RelativePositionBias(
@@ -403,7 +403,7 @@ SCHEMES: list[Scheme] = [
         query_key,
         ((1, "Lq"), (1, "Lk")),
     ),
-    Scheme(  # with autograd the mask comes after the values, else in the distances
+    Scheme(  # causal: -inf at later key slots, out of place under autograd
         "KERPLE-causal",
         lambda: QueryKey(posenc.KERPLE(HEADS), causal=True),
         query_key,

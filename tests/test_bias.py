@@ -44,10 +44,14 @@ from posenc import (
     RelativePositionBias,
     alibi_slopes,
     attention,
+    document_block_mask,
+    document_ids,
+    positions_from_lengths,
     positions_from_mask,
     relative_position_bucket,
     subsequent_mask,
 )
+from posenc._relative import RelativeBias
 
 PROPERTY = settings(max_examples=40, deadline=None)
 
@@ -189,7 +193,9 @@ def test_alibi_float32_path_keeps_the_float64_values(
         exact = slopes[:, None, None] * line
         for causal in (False, True):
             got = alibi(lq, lk, offset=offset, dtype=dtype, causal=causal)
-            want = exact.masked_fill(distance < 0, -math.inf) if causal else exact
+            # causal is by slot: query i sits at key slot i + lk - lq
+            later = torch.arange(lk)[None] - torch.arange(lq)[:, None] > lk - lq
+            want = exact.masked_fill(later, -math.inf) if causal else exact
             # IEEE 754: past the largest finite value plus half its ulp, the nearest is inf
             top = torch.tensor(torch.finfo(dtype).max, dtype=dtype)
             below = torch.nextafter(top, torch.zeros_like(top))
@@ -202,8 +208,9 @@ def test_alibi_float32_path_keeps_the_float64_values(
             assert torch.equal(got, rounded)
             assert not bool(torch.signbit(got[want == 0]).any())  # +0, as float64 gives
     ids = torch.tensor([[0, 9], [70_000, 5]])
-    batch = ALiBi(n_heads)(2, 3, positions=ids, dtype=dtype)
-    per = [ALiBi(n_heads)(2, 3, positions=row, dtype=dtype) for row in ids]
+    keys = torch.arange(3)
+    batch = ALiBi(n_heads)(2, 3, positions=ids, key_positions=keys, dtype=dtype)
+    per = [ALiBi(n_heads)(2, 3, positions=row, key_positions=keys, dtype=dtype) for row in ids]
     assert torch.equal(batch, torch.stack(per))
 
 
@@ -435,10 +442,12 @@ def test_causal_is_the_bias_with_minus_inf_after_the_query(make, dtype: torch.dt
         # a cache: 3 new queries at 6, 7, 8 over 9 keys
         step = module(3, 9, offset=6, dtype=dtype, causal=True)
         assert torch.equal(step, _masked_after(whole, torch.arange(9), torch.arange(9))[:, 6:])
-        # per-sequence positions (padding): the rule reads positions, not indices
+        # per-sequence positions (padding): the rule reads slots, never positions (a
+        # packed row's positions restart, and a rule by position let later slots in)
         p = torch.tensor([[0, 0, 0, 1, 2], [0, 1, 2, 3, 4]])
         got = module(5, positions=p, key_positions=p, dtype=dtype, causal=True)
-        want = _masked_after(module(5, positions=p, key_positions=p, dtype=dtype), p, p)
+        slots = torch.arange(5)
+        want = _masked_after(module(5, positions=p, key_positions=p, dtype=dtype), slots, slots)
         assert torch.equal(got, want)
         assert got.dtype == dtype
 
@@ -478,8 +487,8 @@ def test_causal_left_padded_sdpa_equals_unpadded_attention(make) -> None:  # typ
 
 @pytest.mark.parametrize("hooked", [False, True], ids=["plain", "hooked-table"])
 def test_t5_causal_under_autograd_gives_the_gradient_of_the_masked_bias(hooked: bool) -> None:
-    # With a plain table the mask comes from the lookup (an extra row of -inf); with a hook
-    # on the table, from a mask applied after it. Values and gradients are the masked bias's.
+    # With a plain table or a hook on it, the mask comes after the lookup, out of place
+    # under autograd. Values and gradients are the masked bias's.
     t5 = RelativePositionBias(3, bidirectional=True, num_buckets=8, max_distance=20)
     if hooked:
         t5.relative_attention_bias.register_forward_hook(lambda module, args, out: None)
@@ -935,7 +944,439 @@ def test_t5_bias_by_distance_equals_the_lookup_of_every_pair(
     with torch.no_grad():
         by_distance = bias(*lengths, **args)
         queries = (torch.arange(lengths[0]) + offset)[None]  # (1, Lq): per sequence
-        gathered = bias(*lengths, positions=queries, causal=causal, dtype=dtype)[0]
+        keys = torch.arange(lengths[1])
+        gathered = bias(
+            *lengths, positions=queries, key_positions=keys, causal=causal, dtype=dtype
+        )[0]
     assert by_distance.shape == (3, *lengths)
     assert torch.equal(by_distance, every_pair.detach())
     assert torch.equal(by_distance, gathered)
+
+
+# --- packed documents: no query sees a later slot or another document -----------------------
+
+FLEX_EAGER = "ignore:flex_attention called without torch.compile:UserWarning"
+
+
+def _lengths(seed: int) -> list[int]:
+    """A random packing: 1 to 6 documents of 0 to 9 tokens, 1 token at least in all."""
+    g = torch.Generator().manual_seed(seed)
+    n = int(torch.randint(1, 7, (), generator=g))
+    lengths = torch.randint(0, 10, (n,), generator=g).tolist()
+    return lengths if sum(lengths) else [*lengths, 1]
+
+
+def _per_document(module, lengths: list[int], dtype: torch.dtype, causal: bool) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """The reference: each document's bias computed alone, -inf between documents."""
+    total = sum(lengths)
+    want = torch.full((module.n_heads, total, total), -math.inf, dtype=dtype)
+    start = 0
+    for n in lengths:
+        want[:, start : start + n, start : start + n] = module(n, dtype=dtype, causal=causal)
+        start += n
+    return want
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+@pytest.mark.parametrize("seed", range(5))
+def test_packed_documents_see_only_their_own_document(make, seed: int) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    lengths = _lengths(seed)
+    docs, pos = document_ids(lengths), positions_from_lengths(lengths)
+    total = len(docs)
+    with torch.no_grad():
+        for causal in (True, False):
+            want = _per_document(module, lengths, torch.float64, causal)
+            for positions in (None, pos):  # slots or restarting positions: the same bias
+                got = module(
+                    total, documents=docs, positions=positions, causal=causal,
+                    dtype=torch.float64,
+                )  # fmt: skip
+                assert torch.equal(got, want)
+        # a batch of packed rows, each with its own documents
+        other = [total]
+        batch = torch.stack([docs, document_ids(other)])
+        got = module(total, documents=batch, causal=True, dtype=torch.float64)
+        assert got.shape == (2, 4, total, total)
+        assert torch.equal(got[0], _per_document(module, lengths, torch.float64, True))
+        assert torch.equal(got[1], _per_document(module, other, torch.float64, True))
+
+
+def test_the_leak_of_restarting_positions_is_closed() -> None:
+    # Before: causal=True masked by position, so the documents after the first (which
+    # restart at 0) saw later slots of the earlier ones: [0, 1, 100, 101, 160, 161].
+    p = positions_from_lengths([100, 60, 96])
+    m = ALiBi(8)(256, positions=p, key_positions=p, causal=True)
+    assert torch.isfinite(m[0, 101]).nonzero().flatten().tolist() == list(range(102))
+    later = torch.ones(256, 256, dtype=torch.bool).triu(1)
+    assert not torch.isfinite(m[:, later]).any()
+    d = document_ids([100, 60, 96])
+    m = ALiBi(8)(256, positions=p, documents=d, causal=True)
+    assert torch.isfinite(m[0, 101]).nonzero().flatten().tolist() == [100, 101]
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_documents_with_a_cache_are_those_of_the_keys(make) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    docs = document_ids([4, 3])
+    with torch.no_grad():
+        whole = module(7, documents=docs, causal=True)
+        assert torch.equal(module(2, 7, offset=5, documents=docs, causal=True), whole[:, 5:])
+    with pytest.raises(ValueError, match="leaves queries without a document"):
+        module(8, 7, documents=docs)
+    with pytest.raises(ValueError, match=r"documents must have shape \(L_k,\) or \(B, L_k\)"):
+        module(3, documents=docs)
+    with pytest.raises(TypeError, match="documents must be an integer tensor"):
+        module(7, documents=docs.float())
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_positions_without_key_positions_are_self_attention(make) -> None:  # type: ignore[no-untyped-def]
+    # Before: keys sat at 0 .. L-1 whatever the queries' positions (a left-padded row).
+    module = make()
+    p = positions_from_mask(torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]]))
+    with torch.no_grad():
+        assert torch.equal(module(4, positions=p), module(4, positions=p, key_positions=p))
+    with pytest.raises(ValueError, match="give key_positions"):
+        module(2, 4, positions=p[:, :2])
+
+
+@pytest.mark.filterwarnings(FLEX_EAGER)
+@pytest.mark.parametrize("make", BIAS_MODULES)
+@pytest.mark.parametrize("seed", range(3))
+def test_packed_documents_under_flex_attention_equal_attention_per_document(
+    make, seed: int
+) -> None:  # type: ignore[no-untyped-def]
+    from torch.nn.attention.flex_attention import flex_attention
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    module = make()
+    lengths = _lengths(seed + 10)
+    docs, pos = document_ids(lengths), positions_from_lengths(lengths)
+    total = len(docs)
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = torch.randn(3, 1, 4, total, 8, generator=g).unbind()
+    with torch.no_grad():
+        for kwargs in ({}, {"positions": pos}):
+            score_mod = module.score_mod(documents=docs, causal=True, **kwargs)
+            out = flex_attention(q, k, v, score_mod=score_mod)
+            dense = sdpa(q, k, v, attn_mask=module(total, documents=docs, causal=True, **kwargs))
+            torch.testing.assert_close(out, dense, rtol=0, atol=1e-5)
+            start = 0
+            for n in lengths:
+                part = slice(start, start + n)
+                alone = sdpa(
+                    q[..., part, :], k[..., part, :], v[..., part, :],
+                    attn_mask=module(n, causal=True),
+                )  # fmt: skip
+                torch.testing.assert_close(out[..., part, :], alone, rtol=0, atol=1e-5)
+                start += n
+
+
+# --- score_mod: the same score function, in the kernel's dtype -------------------------------
+
+
+def _on_grid(score_mod, heads: int, lq: int, lk: int) -> torch.Tensor:  # type: ignore[no-untyped-def]
+    """score_mod of a zero score at every (head, query, key), by broadcasting its indices."""
+    h = torch.arange(heads)[:, None, None]
+    i, j = torch.arange(lq)[:, None], torch.arange(lk)[None]
+    return score_mod(torch.zeros((), dtype=torch.float32), torch.tensor(0), h, i, j)
+
+
+@pytest.mark.parametrize("heads", [3, 8, 12])
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_alibi_score_mod_is_the_float64_bias_rounded_once(heads: int, symmetric: bool) -> None:
+    # Bound: one rounding to float32 while |key - query| < 2**24 (distances are exact
+    # float32 integers, the slope is rounded once, their product once more: within one
+    # float32 ulp of the exact value; for power-of-two slopes the product is exact).
+    alibi = ALiBi(heads, symmetric=symmetric)
+    for offset in (0, 2**23):
+        p = torch.arange(40) + offset
+        got = _on_grid(alibi.score_mod(positions=p), heads, 40, 40)
+        exact = alibi(40, positions=p, dtype=torch.float64)
+        ulp = torch.finfo(torch.float32).eps * exact.abs()
+        assert ((got.double() - exact).abs() <= ulp).all()
+        if all(math.frexp(m)[0] == 0.5 for m in alibi_slopes(heads).tolist()):
+            assert torch.equal(got, round_once(exact, torch.float32))
+
+
+def test_kerple_score_mod_is_within_its_bound_of_float64() -> None:
+    # Bound, float32: |score_mod - exact| <= 2**-21 * (1 + |exact|) (the parameters rounded
+    # once, log1p and two products, each within half an ulp).
+    torch.manual_seed(0)
+    kerple = KERPLE(8)
+    with torch.no_grad():
+        kerple.r1.uniform_(0, 20)
+        kerple.r2.uniform_(0, 5)
+        got = _on_grid(kerple.score_mod(offset=1000), 8, 300, 1300)
+        exact = kerple(300, 1300, offset=1000, dtype=torch.float64)
+    assert ((got.double() - exact).abs() <= 2**-21 * (1 + exact.abs())).all()
+
+
+@pytest.mark.parametrize("bidirectional", [True, False])
+def test_t5_score_mod_buckets_are_exact(bidirectional: bool) -> None:
+    # The buckets come from an integer table of distances: T5's values exactly, at every
+    # distance up to and past max_distance, and for a float64 table rounded once.
+    t5 = RelativePositionBias(4, bidirectional=bidirectional, num_buckets=16, max_distance=30)
+    with torch.no_grad():
+        got = _on_grid(t5.score_mod(offset=50), 4, 20, 120)
+        assert torch.equal(got, t5(20, 120, offset=50, dtype=torch.float32))
+        t5.double()
+        got = _on_grid(t5.score_mod(offset=50), 4, 20, 120)
+        assert torch.equal(got, t5(20, 120, offset=50, dtype=torch.float32))
+
+
+def test_score_mod_errors_name_the_argument() -> None:
+    alibi = ALiBi(2)
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        alibi.score_mod(causal=1)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="documents must be an integer tensor"):
+        alibi.score_mod(documents=torch.zeros(3))
+    with pytest.raises(TypeError, match=r"dtype must be a floating torch\.dtype"):
+        alibi.score_mod(dtype=torch.int64)
+
+
+COMPILED = [
+    pytest.param(lambda: ALiBi(4), id="ALiBi"),
+    pytest.param(lambda: RelativePositionBias(4, bidirectional=False), id="T5-decoder"),
+    pytest.param(lambda: KERPLE(4), id="KERPLE"),
+]
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("make", COMPILED)
+def test_compiled_flex_attention_equals_sdpa_with_the_dense_mask(make) -> None:  # type: ignore[no-untyped-def]
+    # The fused kernel, compiled on the CPU, with the document block mask skipping blocks.
+    from torch.nn.attention.flex_attention import flex_attention
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    torch._dynamo.reset()
+    module = make()
+    docs = document_ids([100, 60, 96])
+    g = torch.Generator().manual_seed(0)
+    q, k, v = torch.randn(3, 1, 4, 256, 16, generator=g).unbind()
+    with torch.no_grad():
+        flex = torch.compile(flex_attention, fullgraph=True)
+        mask = document_block_mask(docs, block_size=128)
+        out = flex(q, k, v, score_mod=module.score_mod(documents=docs), block_mask=mask)
+        dense = sdpa(q, k, v, attn_mask=module(256, documents=docs, causal=True))
+    torch.testing.assert_close(out, dense, rtol=0, atol=1e-5)
+
+
+def _flash_attn_alibi_bias(slopes: torch.Tensor, lq: int, lk: int) -> torch.Tensor:
+    """flash-attn's ALiBi convention, as its tests' reference builds it
+    (Dao-AILab/flash-attention, tests/test_flash_attn.py, attn_bias_from_alibi_slopes,
+    causal branch): ``-slope * |i + L_k - L_q - j|`` for query i and key j."""
+    i = torch.arange(lq)[:, None]
+    j = torch.arange(lk)[None]
+    return -slopes[:, None, None] * (i + lk - lq - j).abs()
+
+
+@pytest.mark.parametrize("heads", [4, 12])
+@pytest.mark.parametrize(("lq", "lk"), [(7, 7), (3, 10)])
+def test_flash_attention_alibi_slopes_recipe(heads: int, lq: int, lk: int) -> None:
+    # The recipe: flash_attn_func(..., alibi_slopes=alibi.slopes.float(), causal=True)
+    # is the attention of alibi(L_q, L_k, offset=L_k - L_q, causal=True).
+    alibi = ALiBi(heads)
+    slopes = alibi.slopes.float()
+    assert slopes.dtype == torch.float32
+    assert slopes.shape == (heads,)
+    theirs = _flash_attn_alibi_bias(slopes.double(), lq, lk)
+    ours = alibi(lq, lk, offset=lk - lq, causal=True, dtype=torch.float64)
+    seen = torch.isfinite(ours)
+    # flash-attn takes float32 slopes: one rounding of each, 2**-24 relative at most
+    torch.testing.assert_close(ours[seen], theirs[seen], rtol=2**-23, atol=0)
+    # without causal, flash-attn's bias is symmetric: ALiBi(symmetric=True)
+    sym = ALiBi(heads, symmetric=True)(lq, lk, offset=lk - lq, dtype=torch.float64)
+    torch.testing.assert_close(sym, theirs, rtol=2**-23, atol=0)
+
+
+# --- the adversary's classes -----------------------------------------------------------------
+
+
+def test_a_float64_t5_table_is_rounded_once_to_bfloat16() -> None:
+    # 1 + 2**-8 + 2**-30 rounds to 1 + 2**-8 in float32, a bfloat16 midpoint, which then
+    # ties to even (1.0): the correctly rounded value is 1 + 2**-7 = 1.0078125.
+    t5 = RelativePositionBias(1, num_buckets=4, max_distance=8).double()
+    with torch.no_grad():
+        t5.relative_attention_bias.weight.fill_(1 + 2**-8 + 2**-30)
+        for dtype in (torch.bfloat16,):
+            assert t5(3, dtype=dtype).unique().tolist() == [1.0078125]
+            assert t5(3, dtype=dtype, positions=torch.tensor([[0, 5, 1]])).unique().tolist() == [
+                1.0078125
+            ]
+        got = _on_grid(t5.score_mod(dtype=torch.bfloat16), 1, 3, 3)
+        assert got.unique().tolist() == [1.0078125]
+    with torch.no_grad():
+        t5.relative_attention_bias.weight.fill_(1 + 2**-11 + 2**-30)  # float16's midpoint
+        assert t5(3, dtype=torch.float16).unique().tolist() == [1 + 2**-10]
+
+
+def test_a_forward_replaced_on_the_table_is_honoured() -> None:
+    # accelerate's add_hook_to_module replaces forward on the instance: every read of the
+    # table (dense by distance, per pair, score_mod) must go through it.
+    t5 = RelativePositionBias(2, num_buckets=8, max_distance=16)
+    table = t5.relative_attention_bias
+    original = table.forward
+    table.forward = lambda ids: original(ids) * 0 + 7.0  # type: ignore[method-assign]
+    with torch.no_grad():
+        assert t5(5).unique().tolist() == [7.0]
+        p = torch.tensor([[3, 1, 4, 1, 5]])
+        assert t5(5, positions=p).unique().tolist() == [7.0]
+        assert _on_grid(t5.score_mod(), 2, 5, 5).unique().tolist() == [7.0]
+    assert t5(5).unique().tolist() == [7.0]  # with autograd too
+
+
+# --- the steady call is short ----------------------------------------------------------------
+
+
+def test_a_steady_alibi_call_executes_few_lines_of_posenc() -> None:
+    # The whole path of ALiBi(12)(16, causal=True), once warm: at most 70 distinct lines
+    # in at most 15 functions of src/posenc (it was 143 lines in 38 functions).
+    import os
+    import sys
+
+    import posenc
+
+    root = os.path.dirname(posenc.__file__)
+    alibi = ALiBi(12)
+    want = alibi(16, causal=True)
+    lines: set[tuple[str, int]] = set()
+    functions: set[object] = set()
+
+    def local(frame, event, arg):  # type: ignore[no-untyped-def]
+        if event == "line":
+            lines.add((frame.f_code.co_filename, frame.f_lineno))
+        return local
+
+    def trace(frame, event, arg):  # type: ignore[no-untyped-def]
+        if not frame.f_code.co_filename.startswith(root):
+            return None
+        functions.add(frame.f_code)
+        return local
+
+    previous = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        got = alibi(16, causal=True)
+    finally:
+        sys.settrace(previous)
+    assert torch.equal(got, want)
+    assert len(functions) <= 15, sorted(f.co_name for f in functions)  # type: ignore[attr-defined]
+    assert len(lines) <= 70, len(lines)
+
+
+def _code_lines(cls: type) -> int:
+    """Lines of a class's source that are code: no docstring, comment or blank line."""
+    import ast
+    import inspect
+    import textwrap
+
+    source = textwrap.dedent(inspect.getsource(cls))
+    docs: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and ast.get_docstring(node):
+            docs |= set(range(node.body[0].lineno, node.body[0].end_lineno + 1))  # type: ignore[operator]
+    return sum(
+        1
+        for n, line in enumerate(source.splitlines(), 1)
+        if n not in docs and line.strip() and not line.strip().startswith("#")
+    )
+
+
+def test_kerple_is_a_score_function_and_its_parameters() -> None:
+    # KERPLE supplies its score and its parameters; the base does the rest (it was 44).
+    assert _code_lines(KERPLE) <= 25
+
+
+class _Fire(RelativeBias):
+    """A FIRE-like scheme (Li et al., 2023): a function of the distance normalised by the
+    query's own position, log(1 + |q - k|) / log(2 + q), which the base serves unchanged."""
+
+    _what = "a FIRE-like bias"
+
+    def __init__(self, n_heads: int) -> None:
+        super().__init__()
+        self.n_heads = n_heads
+        self.weight = torch.nn.Parameter(torch.linspace(-2.0, -0.5, n_heads))
+
+    def parameters_in(self, dtype: torch.dtype, device: torch.device) -> tuple[torch.Tensor, ...]:
+        return (self.weight.to(device, torch.float64).to(dtype),)
+
+    def score(self, h, q, k, *params):  # type: ignore[no-untyped-def]
+        (w,) = params
+        return w[h] * torch.log1p((q - k).abs().to(w.dtype)) / torch.log(2 + q.to(w.dtype))
+
+
+@pytest.mark.filterwarnings(FLEX_EAGER)
+def test_a_scheme_of_the_query_position_fits_the_base_unchanged() -> None:
+    from torch.nn.attention.flex_attention import flex_attention
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    fire = _Fire(3)
+    lengths = [4, 6, 2]
+    docs, pos = document_ids(lengths), positions_from_lengths(lengths)
+    with torch.no_grad():
+        # documents restart their positions: the per-document bias needs positions
+        got = fire(12, positions=pos, documents=docs, causal=True, dtype=torch.float64)
+        start = 0
+        for n in lengths:
+            part = slice(start, start + n)
+            want = fire(n, causal=True, dtype=torch.float64)
+            assert torch.equal(got[:, part, part], want)
+            start += n
+        q, k, v = torch.randn(3, 1, 3, 12, 8).unbind()
+        score_mod = fire.score_mod(positions=pos, documents=docs, causal=True)
+        out = flex_attention(q, k, v, score_mod=score_mod)
+        dense = sdpa(q, k, v, attn_mask=fire(12, positions=pos, documents=docs, causal=True))
+    torch.testing.assert_close(out, dense, rtol=0, atol=1e-5)
+    assert _code_lines(_Fire) <= 15
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_score_mod_with_a_cache_is_the_dense_bias(make) -> None:  # type: ignore[no-untyped-def]
+    # Queries at key slots offset, offset + 1, ...: causality and documents by slot.
+    module = make()
+    docs = document_ids([4, 5])
+    with torch.no_grad():
+        for kwargs in ({"causal": True}, {"causal": True, "documents": docs}, {}):
+            got = _on_grid(module.score_mod(offset=6, **kwargs), 4, 3, 9)
+            want = module(3, 9, offset=6, dtype=torch.float32, **kwargs)
+            assert torch.equal(torch.isinf(got), torch.isinf(want))
+            seen = torch.isfinite(want)
+            torch.testing.assert_close(got[seen], want[seen], rtol=2**-21, atol=2**-21)
+        offsets = torch.tensor([2, 6])
+        got = module.score_mod(offset=offsets)(
+            torch.zeros(()), torch.arange(2)[:, None, None, None],
+            torch.arange(4)[:, None, None], torch.arange(3)[:, None], torch.arange(9)[None],
+        )  # fmt: skip
+        want = module(3, 9, offset=offsets, dtype=torch.float32)
+        torch.testing.assert_close(got, want, rtol=2**-21, atol=2**-21)
+    with pytest.raises(ValueError, match="per-sequence offset has no slot"):
+        module.score_mod(offset=offsets, causal=True)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "offset"),
+    [
+        (torch.float16, 0),  # float16 overflows at the larger offsets' values
+        *(
+            (dtype, offset)
+            for dtype in (torch.float32, torch.bfloat16)
+            for offset in (0, 2**24 - 600, 2**24 + 5)
+        ),
+    ],
+)
+def test_a_large_alibi_bias_in_float32_keeps_the_float64_values(
+    dtype: torch.dtype, offset: int
+) -> None:
+    # A bias larger than a block, of power-of-two slopes: float32 arithmetic where every
+    # distance is below 2**24 (exact there), float64 past it; the values are the same.
+    lq, lk = 300, 600
+    alibi = ALiBi(8)
+    got = alibi(lq, lk, offset=offset, dtype=dtype, causal=True)
+    q = torch.arange(offset, offset + lq, dtype=torch.int64)
+    distance = (torch.arange(lk)[None] - q[:, None]).to(torch.float64)
+    exact = alibi_slopes(8)[:, None, None] * distance
+    later = torch.arange(lk)[None] - torch.arange(lq)[:, None] > lk - lq
+    assert torch.equal(got, round_once(exact, dtype).masked_fill(later, -math.inf))

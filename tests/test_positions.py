@@ -8,6 +8,14 @@ import torch
 from posenc import (
     PositionalEncoding,
     TokenAndPositionEmbedding,
+    cu_seqlens,
+    document_block_mask,
+    document_ids,
+    document_mask,
+    documents_from_positions,
+    lengths_from_cu_seqlens,
+    lengths_from_documents,
+    positions_from_documents,
     positions_from_lengths,
     positions_from_mask,
     shard_positions,
@@ -305,7 +313,11 @@ def test_packed_sequences_get_the_encodings_they_get_alone() -> None:
     ("lengths", "error", "match"),
     [
         ([3, -1], ValueError, r"lengths must be >= 0, got \[3, -1\]"),
-        (torch.tensor([[1, 2]]), ValueError, r"lengths must be 1-D, got shape \(1, 2\)"),
+        (
+            torch.tensor([[[1, 2]]]),
+            ValueError,
+            r"lengths must be 1-D or \(B, N\), got shape \(1, 1, 2\)",
+        ),
         ([1.0, 2.0], TypeError, "lengths must be ints, got float"),
         ([True], TypeError, "lengths must be ints, got bool"),
         (torch.tensor([1.0]), TypeError, "lengths must be a list of ints or a 1-D integer tensor"),
@@ -378,3 +390,108 @@ def test_contiguous_shards_past_the_domain_or_memory_are_refused_by_name() -> No
         shard_positions(2, 2, 0, lengths=[1.0, 1])  # type: ignore[list-item]
     with pytest.raises(ValueError, match="lengths is on the meta device"):
         shard_positions(2, 2, 0, lengths=torch.ones(2, dtype=torch.long, device="meta"))
+
+
+# --- packed rows: lengths, cu_seqlens, document ids, positions and their masks ---------------
+
+
+def _loop_ids(lengths: list[int]) -> list[int]:
+    """The test's own rule: document n repeated lengths[n] times."""
+    return [n for n, size in enumerate(lengths) for _ in range(size)]
+
+
+PACKINGS = [[3, 2], [1], [4, 0, 2, 1], [0, 5], [2, 2, 2, 2], [7, 1, 0]]
+
+
+@pytest.mark.parametrize("lengths", PACKINGS)
+def test_the_four_descriptions_of_a_packing_convert_into_each_other(lengths: list[int]) -> None:
+    ids = document_ids(lengths)
+    assert ids.tolist() == _loop_ids(lengths)
+    cu = cu_seqlens(lengths)
+    assert cu.dtype == torch.int32
+    assert cu.tolist() == [sum(lengths[:n]) for n in range(len(lengths) + 1)]
+    assert lengths_from_cu_seqlens(cu).tolist() == lengths
+    nonzero = [n for n in lengths if n]
+    assert lengths_from_documents(ids).tolist() == nonzero
+    pos = positions_from_lengths(lengths)
+    assert torch.equal(positions_from_documents(ids), pos)
+    # positions -> documents numbers the documents that hold tokens, from 0
+    assert documents_from_positions(pos).tolist() == _loop_ids(nonzero)
+    assert document_ids(torch.tensor(lengths, dtype=torch.int32)).tolist() == ids.tolist()
+
+
+def test_batched_packings() -> None:
+    lengths = torch.tensor([[3, 2], [1, 4], [5, 0]])
+    pos = positions_from_lengths(lengths)
+    assert torch.equal(pos, torch.stack([positions_from_lengths(row) for row in lengths]))
+    ids = document_ids(lengths)
+    assert torch.equal(ids, torch.stack([document_ids(row) for row in lengths]))
+    assert torch.equal(positions_from_documents(ids), pos)
+    assert cu_seqlens(lengths).tolist() == [0, 3, 5, 6, 10, 15, 15]
+    with pytest.raises(ValueError, match="the same total length"):
+        positions_from_lengths(torch.tensor([[3, 2], [1, 1]]))
+    with pytest.raises(ValueError, match="the same total length"):
+        document_ids([[3, 2], [1, 1]])
+
+
+def test_document_helpers_errors() -> None:
+    with pytest.raises(ValueError, match="lengths must be >= 0"):
+        document_ids([2, -1])
+    with pytest.raises(TypeError, match="lengths must be ints, got float"):
+        cu_seqlens([2.0])
+    with pytest.raises(ValueError, match="past int32's cu_seqlens"):
+        cu_seqlens([2**31])
+    with pytest.raises(ValueError, match="cu_seqlens must be 1-D"):
+        lengths_from_cu_seqlens(torch.zeros(2, 2, dtype=torch.int32))
+    with pytest.raises(TypeError, match="documents must be an integer tensor"):
+        document_mask(torch.zeros(4))
+    with pytest.raises(ValueError, match="window must be a positive int"):
+        document_mask(document_ids([2]), window=0)
+    with pytest.raises(TypeError, match="causal must be a bool"):
+        document_mask(document_ids([2]), causal=None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="needs documents, or the length"):
+        document_block_mask()
+
+
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("window", [None, 2])
+def test_document_mask_is_the_rule_pair_by_pair(causal: bool, window: int | None) -> None:
+    lengths = [3, 4, 1]
+    ids = _loop_ids(lengths)
+    got = document_mask(document_ids(lengths), causal=causal, window=window)
+    for i in range(len(ids)):
+        for j in range(len(ids)):
+            want = ids[i] == ids[j] and (j <= i or not causal)
+            want = want and (window is None or abs(i - j) < window)
+            assert bool(got[i, j]) == want, (i, j)
+    batch = document_mask(document_ids(torch.tensor([lengths, [8, 0, 0]])), causal=causal)
+    assert batch.shape == (2, 1, 8, 8)
+    assert torch.equal(batch[0, 0], document_mask(document_ids(lengths), causal=causal))
+
+
+def test_document_mask_in_sdpa_is_attention_per_document() -> None:
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    lengths = [3, 4, 1]
+    q, k, v = torch.randn(3, 2, 2, 8, 4, dtype=torch.float64).unbind()
+    out = sdpa(q, k, v, attn_mask=document_mask(document_ids(lengths)))
+    start = 0
+    for n in lengths:
+        part = slice(start, start + n)
+        alone = sdpa(q[..., part, :], k[..., part, :], v[..., part, :], is_causal=True)
+        torch.testing.assert_close(out[..., part, :], alone, rtol=0, atol=1e-12)
+        start += n
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_document_block_mask_is_the_dense_mask(window: int | None) -> None:
+    ids = document_ids(torch.tensor([[100, 60, 96], [256, 0, 0]]))
+    mask = document_block_mask(ids, window=window, block_size=32)
+    assert mask.shape == (2, 1, 256, 256)
+    i, j = torch.arange(256)[:, None], torch.arange(256)[None]
+    for b in range(2):
+        got = mask.mask_mod(torch.tensor(b), torch.tensor(0), i, j)
+        assert torch.equal(got, document_mask(ids[b], window=window))
+    # blocks that no query of a block sees are skipped: fewer than a causal mask's
+    causal = document_block_mask(length=256, block_size=32)
+    assert mask.sparsity() > causal.sparsity()

@@ -55,14 +55,7 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from . import _checks, _runtime
-from ._relative import (
-    RelativeBias,
-    blockable,
-    by_blocks,
-    default_device,
-    masked_after,
-    relative_positions,
-)
+from ._relative import RelativeBias, by_blocks, relative_positions
 from ._rounding import round_once
 from .positions import check_domain, positions_from_mask
 
@@ -79,12 +72,6 @@ R = TypeVar("R")
 
 
 # -- ALiBi ------------------------------------------------------------------------------
-
-
-# Distances below this are float32 integers: their products with a power of two are exact.
-_EXACT_DISTANCE = 2**24
-# Pairs per block of float32 ALiBi: their int64 and float32 distances stay near 16 MiB.
-_EXACT_BLOCK = 1 << 20
 
 
 @functools.lru_cache(maxsize=64)
@@ -183,12 +170,10 @@ class ALiBi(RelativeBias):
 
     Casting or moving the module changes nothing: it holds no tensor. The
     bias is computed in float64 from integer positions and rounded once to
-    the requested ``dtype``; ask for the dtype of the attention scores. Where
-    float32 is exact it is used instead, with the same values: when every
-    slope is a power of two (``n_heads`` 1, 2, 4, 8, or 3, 5, 6, 7; not 16,
-    whose slopes are :math:`2^{-k/2}`) and every distance ``|key - query|`` is
-    below :math:`2^{24}`, for a float32 or narrower ``dtype``, with positions
-    read on the CPU.
+    the requested ``dtype``; ask for the dtype of the attention scores.
+    :meth:`score_mod` computes the same score inside FlexAttention, in the
+    kernel's dtype; for flash-attn, pass ``alibi_slopes=alibi.slopes.float()``
+    (see :ref:`guide-bias-kernels`).
 
     Args:
         n_heads: Number of attention heads, H.
@@ -241,7 +226,7 @@ class ALiBi(RelativeBias):
         self.symmetric: bool = _checks.flag("symmetric", symmetric)
         self._slopes: tuple[float, ...] = _slopes(self.n_heads)  # Python floats, no tensor
         # Every slope a power of two (H = 1, 2, 4, 8, and the heads of 3, 5, 6, 7): their
-        # float32 products with integer distances below 2**24 are exact (_fill).
+        # float32 products with integer distances below 2**24 are exact.
         self._powers_of_two: bool = all(math.frexp(m)[0] == 0.5 for m in self._slopes)
 
     @property
@@ -255,86 +240,28 @@ class ALiBi(RelativeBias):
 
     _what = "an ALiBi bias"
 
-    def _placement(
-        self,
-        dtype: torch.dtype | None,
-        device: torch.device | str | None,
-        tensors: tuple[object, ...],
-    ) -> tuple[torch.dtype, torch.device, torch.device]:
-        out_dtype = _checks.floating_dtype(
-            "dtype", torch.get_default_dtype() if dtype is None else dtype
-        )
-        out_device = default_device(device, *tensors)
-        return out_dtype, out_device, _runtime.work_device(out_device)
+    def parameters_in(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
+        """The slopes, ``(H,)``, rounded once to ``dtype``."""
+        slopes = torch.tensor(self._slopes, dtype=torch.float64, device=device)
+        return (round_once(slopes, dtype),)
 
-    def _bytes_per_pair(self, dtype: torch.dtype, causal: bool) -> int:
-        # Per pair: int64 distances and their float64 copy (and, causal, a bool), and
-        # per head the float64 product and the rounding's temporaries (about 40 bytes
-        # for 2-byte dtypes).
-        rounding = 8 + (40 if dtype.itemsize < 4 else dtype.itemsize)
-        return 24 + causal + self.n_heads * rounding
-
-    def _block(
-        self, dtype: torch.dtype, work: torch.device, causal: bool
-    ) -> Callable[[Tensor], Tensor]:
-        slopes = torch.tensor(self._slopes, dtype=torch.float64, device=work)
-
-        def bias(relative: Tensor) -> Tensor:
-            distance = (-relative.abs() if self.symmetric else relative).to(torch.float64)
-            if causal:  # -inf times a positive slope: -inf, in the (r, c) distances only
-                distance.masked_fill_(relative > 0, -math.inf)
-            line = distance.unsqueeze(-3) * slopes[:, None, None]
-            return round_once(line, dtype)
-
-        return bias
-
-    def _fill(
-        self,
-        q: Tensor,
-        k: Tensor,
-        shape: tuple[int, ...],
-        dtype: torch.dtype,
-        device: torch.device,
-        work: torch.device,
-        causal: bool,
-    ) -> Tensor:
-        """The bias, in float32 straight into the result where that is exact, else the base's.
-
-        When every slope is a power of two and every distance ``|key - query|`` is
-        below ``2**24`` (read from ``q`` and ``k`` on the CPU, eagerly), each distance
-        and each product ``slope · distance`` is a float32 number: the float32
-        product is the exact one, and storing it in a narrower ``dtype`` is the one
-        rounding of the float64 path. The products are written into the result, a
-        block of queries at a time (the distances of a block are the temporaries).
-        """
-        if not self._exact(dtype, device, work, q, k):
-            return super()._fill(q, k, shape, dtype, device, work, causal)
-        _runtime.allocation(shape, dtype, device, lambda: f"{self._what} of shape {shape}")
-        out = torch.empty(shape, dtype=dtype, device=device)
-        slopes = torch.tensor(self._slopes, dtype=torch.float32, device=work)[:, None, None]
-        lq, lk = q.shape[-1], k.shape[-1]
-        step = max(1, _EXACT_BLOCK // max(lk, 1))  # 12 bytes of distances per pair
-        for i in range(0, lq, step):
-            relative = relative_positions(q[..., i : i + step], k)
-            distance = (-relative.abs() if self.symmetric else relative).to(torch.float32)
-            if causal:
-                distance.masked_fill_(relative > 0, -math.inf)
-            torch.mul(distance.unsqueeze(-3), slopes, out=out[..., i : i + step, :])
-        return out
-
-    def _exact(
-        self, dtype: torch.dtype, device: torch.device, work: torch.device, q: Tensor, k: Tensor
-    ) -> bool:
-        """Whether :meth:`_fill`'s float32 arithmetic is exact for this call, read for free."""
-        if not self._powers_of_two or dtype.itemsize > 4 or device != work:
-            return False
-        if not (blockable(device) and _runtime.readable(q) and _runtime.readable(k)):
+    def _exact_in_float32(self, q: Tensor, k: Tensor) -> bool:
+        """Powers-of-two slopes and every ``|key - query| < 2**24``, read for free."""
+        if not (self._powers_of_two and _runtime.readable(q) and _runtime.readable(k)):
             return False
         if not q.numel() or not k.numel():
             return False
         q_lo, q_hi = (int(v) for v in torch.aminmax(q))
         k_lo, k_hi = (int(v) for v in torch.aminmax(k))
-        return max(abs(k_hi - q_lo), abs(q_hi - k_lo)) < _EXACT_DISTANCE
+        return max(abs(k_hi - q_lo), abs(q_hi - k_lo)) < 2**24
+
+    def score(self, h: Tensor, q: Tensor, k: Tensor, *params: Tensor) -> Tensor:
+        """``-m_h · (q - k)``, or ``-m_h · |q - k|`` when symmetric."""
+        (slopes,) = params
+        distance = k - q
+        if self.symmetric:
+            distance = -distance.abs()
+        return slopes[h] * distance.to(slopes.dtype)
 
     def bloom(
         self,
@@ -632,98 +559,90 @@ class RelativePositionBias(RelativeBias):
             f"num_buckets={self.num_buckets}, max_distance={self.max_distance}"
         )
 
-    def _placement(
-        self,
-        dtype: torch.dtype | None,
-        device: torch.device | str | None,
-        tensors: tuple[object, ...],
-    ) -> tuple[torch.dtype, torch.device, torch.device]:
-        weight = self.relative_attention_bias.weight
-        out_dtype = _checks.floating_dtype("dtype", weight.dtype if dtype is None else dtype)
-        return out_dtype, weight.device, weight.device
+    def parameters_in(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
+        """The bucket of each distance ``-max_distance .. max_distance``, and the table.
 
-    # No _bytes_per_pair, _block or _blockwise: _fill below fills the buckets by blocks
-    # itself and looks the table up once, instead of the base's block-by-block values.
-
-    def _buckets_of(self, causal: bool) -> Callable[[Tensor], Tensor]:
-        """relative_position_bucket, with the boundaries computed once, in ``__init__``.
-
-        ``causal`` (with a plain table): keys after the query get the bucket
-        ``num_buckets``, an extra row of ``-inf`` (:meth:`_lut`), so that the lookup
-        writes the mask and no pass adds it after.
+        Every distance from ``max_distance`` on shares the last bucket of its
+        direction, so the integer table ``(2·max_distance + 1,)`` holds every bucket
+        exactly; the values are the table's (read through its module when a hook or
+        a replaced ``forward`` asks for that), rounded once to ``dtype``.
         """
-        per_direction, starts, after = self._per_direction, self._starts, self.num_buckets
+        m = self.max_distance
+        distances = torch.arange(-m, m + 1, device=device)
+        lut = _buckets(distances, self.bidirectional, self._per_direction, self._starts)
+        return lut, self._table(dtype).to(device)
 
-        def buckets_of(relative: Tensor) -> Tensor:
-            buckets = _buckets(relative, self.bidirectional, per_direction, starts)
-            return buckets.masked_fill_(relative > 0, after) if causal else buckets
+    def score(self, h: Tensor, q: Tensor, k: Tensor, *params: Tensor) -> Tensor:
+        """The table's value at the bucket of ``k - q``, for head ``h``."""
+        lut, table = params
+        m = self.max_distance
+        return table[lut[(k - q).clamp(-m, m) + m], h]
 
-        return buckets_of
-
-    def _lut(self, dtype: torch.dtype, causal: bool) -> Tensor:
-        """The plain table rounded to ``dtype`` (the values of reading, then rounding)."""
-        weight = self.relative_attention_bias.weight
-        lut = weight if dtype == weight.dtype else weight.to(dtype)
-        if causal:
-            lut = torch.cat([lut, lut.new_full((1, self.n_heads), -math.inf)])
-        return lut
+    def _table(self, dtype: torch.dtype) -> Tensor:
+        """The table ``(num_buckets, H)`` in ``dtype``, rounded once, read as its module reads."""
+        module = self.relative_attention_bias
+        if self._plain_table():
+            weight = module.weight
+        else:  # a hook, a subclass or a replaced forward: the module reads its rows
+            weight = module(torch.arange(self.num_buckets, device=module.weight.device))
+        return _rounded(weight, dtype)
 
     def _fill(
         self,
         q: Tensor,
         k: Tensor,
+        docs: Tensor | None,
         shape: tuple[int, ...],
         dtype: torch.dtype,
         device: torch.device,
         work: torch.device,
         causal: bool,
     ) -> Tensor:
-        # Two ways, one result. Eagerly, the buckets are int32, filled by blocks, then
-        # one lookup of the table in the result's dtype reads every pair (as Hugging
-        # Face's compute_bias does; faster than a lookup per block, which the base's
-        # way needs): the peak is the result and the buckets, and the result is the
-        # lookup's (Lq, Lk, H) seen as (H, Lq, Lk), a new tensor. Under a transform or
-        # the compiler, at once.
-        blocks = blockable(device)
-        table = self.relative_attention_bias
+        # T5's own fill, because its values are a lookup of a learned table: eagerly the
+        # buckets are int32, filled by blocks, then one lookup reads every pair (as
+        # Hugging Face's compute_bias does): the peak is the result and the buckets,
+        # with autograd too. Under a transform or the compiler, at once.
+        blocks = device.type != "meta" and _runtime.plain_eager()
         plain = self._plain_table()
-        lookup_mask = causal and plain  # else: the mask after the lookup, through the module
+        rows, (lq, lk) = shape[:-3], shape[-2:]
         result = self.n_heads * dtype.itemsize
-        temporaries = 4 if blocks else 56
-        if causal and not lookup_mask:  # the mask, a bool a pair, and the masked copy
-            temporaries += 1 + result
+        temporaries = (4 if blocks else 56) + (1 + result if causal or docs is not None else 0)
         _runtime.allocation(
-            shape,
-            dtype,
-            device,
-            lambda: f"{self._what} of shape {shape}",
+            shape, dtype, device, lambda: f"{self._what} of shape {shape}",
             peak=(temporaries + result) / result,
-        )
-        buckets_of = self._buckets_of(lookup_mask)
-        if plain and blocks:
-            by_distance = self._by_distance(q, k, dtype, buckets_of, lookup_mask)
-            if by_distance is not None:
-                return by_distance
-        if blocks:
-            buckets = torch.empty(shape[:-3] + shape[-2:], dtype=torch.int32, device=device)
-            by_blocks(buckets.unsqueeze(-3), q, k, 48 + causal, buckets_of)
-        else:
-            buckets = buckets_of(relative_positions(q, k))
-        # (B?, Lq, Lk, H); with a hook or a subclass, through the module
-        if plain:
-            values = functional.embedding(buckets, self._lut(dtype, lookup_mask))
-        else:
-            values = table(buckets).to(dtype)
-        out = values.movedim(-1, -3)
-        return masked_after(out, relative_positions(q, k)) if causal and not plain else out
+        )  # fmt: skip
+        per, starts = self._per_direction, self._starts
+
+        def buckets_of(relative: Tensor) -> Tensor:
+            return _buckets(relative, self.bidirectional, per, starts)
+
+        out = None
+        if plain and blocks and not rows:
+            out = self._by_distance(q[0], k[0], dtype, buckets_of)
+        if out is None:
+            if blocks:
+                buckets = torch.empty((*rows, lq, lk), dtype=torch.int32, device=device)
+                by_blocks(
+                    buckets.view(rows[0] if rows else 1, 1, lq, lk), 48,
+                    lambda b, i, j: buckets_of(
+                        relative_positions(q[min(b, len(q) - 1), i], k[min(b, len(k) - 1), j])
+                    ),
+                )  # fmt: skip
+            else:
+                relative = relative_positions(q, k)
+                buckets = buckets_of(relative.expand(*rows, lq, lk) if rows else relative[0])
+            # (B?, Lq, Lk, H); with a hook, a subclass or a replaced forward, through the module
+            table = self.relative_attention_bias
+            values = (
+                functional.embedding(buckets, _rounded(table.weight, dtype))
+                if plain
+                else _rounded(table(buckets), dtype)
+            )
+            out = values.movedim(-1, -3)
+        return self._hidden(out, docs, causal, rows)
 
     def _by_distance(
-        self,
-        q: Tensor,
-        k: Tensor,
-        dtype: torch.dtype,
-        buckets_of: Callable[[Tensor], Tensor],
-        causal: bool,
+        self, q: Tensor, k: Tensor, dtype: torch.dtype, buckets_of: Callable[[Tensor], Tensor]
     ) -> Tensor | None:
         """The bias of consecutive queries over consecutive keys, one lookup per distance.
 
@@ -732,16 +651,14 @@ class RelativePositionBias(RelativeBias):
         ``k0 - q0 + j - i``: the ``Lq + Lk - 1`` distances are bucketed and looked up
         once each, ``(H, Lq + Lk - 1)``, and every row of the result is a window of
         them (``out[h, i, j] = per[h, j - i + Lq - 1]``), written in one copy. The
-        same table entries as a lookup per pair. None where that does not hold: per
-        sequence positions, positions read at a cost (not on the CPU, eagerly), or a
-        table that autograd tracks (its gradient then sums per pair, as always).
+        same table entries as a lookup per pair. None where that does not hold:
+        positions read at a cost (not on the CPU, eagerly), or a table that autograd
+        tracks (its gradient then sums per pair, as always).
         """
         weight = self.relative_attention_bias.weight
         lq, lk = q.shape[-1], k.shape[-1]
         if (
-            q.dim() != 1
-            or k.dim() != 1
-            or not lq
+            not lq
             or not lk
             or (torch.is_grad_enabled() and weight.requires_grad)
             or not _runtime.readable(q)
@@ -755,7 +672,7 @@ class RelativePositionBias(RelativeBias):
         n = lq + lk - 1
         nearest = k0 - (q0 + lq - 1)  # the last query's distance to the first key
         distances = torch.arange(nearest, nearest + n, dtype=torch.int64, device=q.device)
-        per = functional.embedding(buckets_of(distances), self._lut(dtype, causal)).T
+        per = functional.embedding(buckets_of(distances), _rounded(weight, dtype)).T
         windows = per.contiguous().as_strided((self.n_heads, lq, lk), (n, 1, 1))
         return windows.flip(-2)  # row i starts at distance index Lq - 1 - i
 
@@ -812,11 +729,16 @@ class RelativePositionBias(RelativeBias):
         return [b for b in range(self.num_buckets) if b not in reached]
 
     def _plain_table(self) -> bool:
-        """Whether the table may be read without calling its module (no hook, no subclass)."""
+        """Whether the table may be read without calling its module.
+
+        Not when a hook is registered, the module is a subclass, or its ``forward``
+        is replaced on the instance (accelerate's ``add_hook_to_module``).
+        """
         table = self.relative_attention_bias
         return (
             type(table) is nn.Embedding
             and table.max_norm is None
+            and "forward" not in table.__dict__
             and not _runtime.has_hooks(table)
         )
 
@@ -901,42 +823,24 @@ class KERPLE(RelativeBias):
         """The configuration, shown in the module's repr."""
         return f"n_heads={self.n_heads}"
 
-    def _placement(
-        self,
-        dtype: torch.dtype | None,
-        device: torch.device | str | None,
-        tensors: tuple[object, ...],
-    ) -> tuple[torch.dtype, torch.device, torch.device]:
-        out_dtype = _checks.floating_dtype("dtype", self.r1.dtype if dtype is None else dtype)
-        return out_dtype, self.r1.device, _runtime.work_device(self.r1.device)
+    def parameters_in(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
+        """``max(r1, 1e-2)`` and ``max(r2, 1e-2)``, rounded once to ``dtype``."""
+        return tuple(
+            round_once(_at_least(r.to(device, torch.float64), KERPLE_EPS), dtype)
+            for r in (self.r1, self.r2)
+        )
 
-    def _bytes_per_pair(self, dtype: torch.dtype, causal: bool) -> int:
-        # int64 distances, their absolute value and its float64 copy (causal: a bool),
-        # and per head two float64 products and the rounding's temporaries.
-        rounding = 8 + (40 if dtype.itemsize < 4 else dtype.itemsize)
-        return 24 + causal + self.n_heads * (16 + rounding)
+    def score(self, h: Tensor, q: Tensor, k: Tensor, *params: Tensor) -> Tensor:
+        """``-r1_h · log(1 + r2_h · |k - q|)`` (``0 - x``: +0 on the diagonal, as ALiBi's)."""
+        r1, r2 = params
+        return 0.0 - r1[h] * torch.log1p(r2[h] * (k - q).abs().to(r1.dtype))
 
-    def _blockwise(self) -> bool:
-        return _runtime.plain_eager(self.r1, self.r2)
 
-    def _block(
-        self, dtype: torch.dtype, work: torch.device, causal: bool
-    ) -> Callable[[Tensor], Tensor]:
-        # With a graph to record, the mask comes after the values (the gradient of a
-        # product with an infinite distance is NaN); else in the distances, once a pair.
-        graph = not self._blockwise()
-        r1, r2 = (_at_least(r.to(work, torch.float64), KERPLE_EPS) for r in (self.r1, self.r2))
-        scale, rate = r1[:, None, None], r2[:, None, None]
-
-        def bias(relative: Tensor) -> Tensor:
-            distance = relative.abs().to(torch.float64)
-            if causal and not graph:
-                distance.masked_fill_(relative > 0, math.inf)
-            # 0 - x, not -x: +0 on the diagonal, as ALiBi's
-            values = round_once(0.0 - torch.log1p(distance.unsqueeze(-3) * rate) * scale, dtype)
-            return masked_after(values, relative) if causal and graph else values
-
-        return bias
+def _rounded(table: Tensor, dtype: torch.dtype) -> Tensor:
+    """``table`` in ``dtype``, rounded once (a float64 table through :func:`round_once`)."""
+    if table.dtype == dtype:
+        return table
+    return round_once(table, dtype) if table.dtype == torch.float64 else table.to(dtype)
 
 
 def _at_least(r: Tensor, least: float) -> Tensor:

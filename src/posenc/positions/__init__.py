@@ -53,6 +53,16 @@ from torch import Tensor  # noqa: F401 (the fields of Positions and AxisPosition
 
 from . import _resolve
 from ._axes import AxisPositions, grid_positions, resolve_axes
+from ._documents import (
+    cu_seqlens,
+    document_block_mask,
+    document_ids,
+    document_mask,
+    documents_from_positions,
+    lengths_from_cu_seqlens,
+    lengths_from_documents,
+    positions_from_documents,
+)
 from ._lengths import positions_from_lengths, positions_from_mask
 from ._resolve import Positions, check_domain, resolve
 from ._shards import SHARD_LAYOUTS, ShardLayout, shard_order, shard_positions
@@ -65,7 +75,15 @@ __all__ = [
     "Positions",
     "ShardLayout",
     "check_domain",
+    "cu_seqlens",
+    "document_block_mask",
+    "document_ids",
+    "document_mask",
+    "documents_from_positions",
     "grid_positions",
+    "lengths_from_cu_seqlens",
+    "lengths_from_documents",
+    "positions_from_documents",
     "positions_from_lengths",
     "positions_from_mask",
     "resolve",

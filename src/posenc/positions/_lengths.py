@@ -58,6 +58,7 @@ def positions_from_lengths(lengths: Tensor | list[int] | tuple[int, ...]) -> Ten
 
     A packed batch puts several sequences into one row, to waste no slots on
     padding; each token's position counts from the start of its own sequence.
+    ``(B, N)`` lengths describe B packed rows, each summing to the same length.
 
     The size of the result is the sum of the lengths, so the lengths are read:
     on an accelerator that is a device-to-host sync, and a tensor on the meta
@@ -66,21 +67,24 @@ def positions_from_lengths(lengths: Tensor | list[int] | tuple[int, ...]) -> Ten
     its size that the computation holds.
 
     Args:
-        lengths: Length of each packed sequence, in order: a list of ints or a
-            1-D integer tensor. Zero lengths are allowed.
+        lengths: Length of each packed sequence, in order: a list of ints, a
+            1-D integer tensor, or a ``(B, N)`` one for B packed rows. Zero
+            lengths are allowed.
 
     Returns:
-        ``torch.long`` tensor ``(sum(lengths),)`` on the device of ``lengths``.
+        ``torch.long`` tensor ``(sum(lengths),)``, or ``(B, T)``, on the device of
+        ``lengths``.
 
     Raises:
         TypeError: ``lengths`` is not a sequence of ints or an integer tensor.
-        ValueError: ``lengths`` is not 1-D, holds a negative length or one past
-            the position domain (``2**62 - 1``), is on the meta device, or sums
-            to more positions than the device's memory holds.
+        ValueError: ``lengths`` is not 1-D or 2-D, holds a negative length or one
+            past the position domain (``2**62 - 1``), is on the meta device, sums
+            to more positions than the device's memory holds, or its rows differ
+            in total.
 
     Shapes:
-        - lengths: ``(N,)`` for N sequences
-        - output: ``(T,)`` with T = ``sum(lengths)``
+        - lengths: ``(N,)`` for N sequences, or ``(B, N)``
+        - output: ``(T,)`` with T = ``sum(lengths)``, or ``(B, T)``
 
     Example:
         >>> import torch
@@ -88,31 +92,50 @@ def positions_from_lengths(lengths: Tensor | list[int] | tuple[int, ...]) -> Ten
         tensor([0, 1, 2, 0, 1])
         >>> positions_from_lengths(torch.tensor([2, 0, 3]))
         tensor([0, 1, 0, 1, 2])
+        >>> positions_from_lengths(torch.tensor([[3, 2], [1, 4]]))
+        tensor([[0, 1, 2, 0, 1],
+                [0, 0, 1, 2, 3]])
     """
+    lens = _lengths_tensor(lengths)
+    if lens.dim() == 2:
+        totals = lens.sum(-1)
+        if totals.numel() and not bool((totals == totals[0]).all()):
+            raise ValueError(
+                f"the packed rows of lengths must have the same total length, got totals "
+                f"{totals.tolist()!r:.80}: pad the shorter rows with a document of padding"
+            )
+        return _packed(lens.reshape(-1)).reshape(lens.shape[0], -1)
+    return _packed(lens)
+
+
+def _lengths_tensor(lengths: object) -> Tensor:
+    """``lengths`` checked: an int64 tensor ``(N,)`` or ``(B, N)`` of lengths in the domain."""
     if isinstance(lengths, (list, tuple)):
-        counts = []
+        counts: list[object] = []
         for n in lengths:
-            count = _checks.as_integer(n)
-            if count is None:
-                raise TypeError(
-                    f"lengths must be ints, got {type(n).__name__} {n!r:.40} in {lengths!r:.60}"
-                )
-            _length_in_domain(count)
-            counts.append(count)
+            row = []
+            for m in n if isinstance(n, (list, tuple)) else [n]:
+                count = _checks.as_integer(m)
+                if count is None:
+                    raise TypeError(
+                        f"lengths must be ints, got {type(m).__name__} {m!r:.40} "
+                        f"in {lengths!r:.60}"
+                    )
+                _length_in_domain(count)
+                row.append(count)
+            counts.append(row if isinstance(n, (list, tuple)) else row[0])
         lengths = torch.tensor(counts, dtype=torch.int64)
     lens = _checks.integer_tensor("lengths", lengths, "a list of ints or a 1-D integer tensor")
-    if lens.dim() != 1:
-        raise ValueError(f"lengths must be 1-D, got shape {tuple(lens.shape)}")
+    if lens.dim() not in (1, 2):
+        raise ValueError(f"lengths must be 1-D or (B, N), got shape {tuple(lens.shape)}")
     if lens.device.type == "meta":
         raise ValueError(
             "lengths is on the meta device, which holds no values: the size of "
             "positions_from_lengths' result is their sum, so it needs them; give the "
             "lengths as a list of ints or a tensor with values"
         )
-    # The output's size is the total length: reading it is a sync on an accelerator
-    # whatever is done, so the range is checked with it.
     if lens.numel() == 0:
-        return torch.zeros(0, dtype=torch.int64, device=lens.device)
+        return lens.to(torch.int64)
     wide = lens.view(torch.int64) if lens.dtype == torch.uint64 else lens.to(torch.int64)
     lo, hi = (int(v) for v in torch.aminmax(wide))
     if lens.dtype == torch.uint64 and lo < 0:
@@ -120,6 +143,14 @@ def positions_from_lengths(lengths: Tensor | list[int] | tuple[int, ...]) -> Ten
     if lo < 0:
         raise ValueError(f"lengths must be >= 0, got {lens.tolist()!r:.80} (holds {lo})")
     _length_in_domain(hi)
+    return wide
+
+
+def _packed(wide: Tensor) -> Tensor:
+    """The positions of checked 1-D int64 lengths (the reading of their total is a sync)."""
+    if wide.numel() == 0:
+        return torch.zeros(0, dtype=torch.int64, device=wide.device)
+    hi = int(wide.max())
     # int64 sums exactly while N * max < 2**63; past that, Python's ints do.
     total = int(wide.sum()) if hi * wide.numel() <= INT64_MAX else sum(wide.tolist())
     if total > POSITION_MAX + 1:
@@ -130,7 +161,7 @@ def positions_from_lengths(lengths: Tensor | list[int] | tuple[int, ...]) -> Ten
     _runtime.allocation(
         (total,),
         torch.int64,
-        lens.device,
+        wide.device,
         lambda: f"positions_from_lengths' result for lengths summing to {total}",
         "pack fewer tokens",
     )
@@ -140,7 +171,7 @@ def positions_from_lengths(lengths: Tensor | list[int] | tuple[int, ...]) -> Ten
     starts = torch.cumsum(sizes, 0) - sizes
     restarts = 1 - sizes.roll(1)
     restarts[:1] = 0
-    out = torch.ones(total, dtype=torch.int64, device=lens.device)
+    out = torch.ones(total, dtype=torch.int64, device=wide.device)
     out[starts] = restarts
     return out.cumsum_(0)
 
