@@ -1380,3 +1380,15 @@ def test_a_large_alibi_bias_in_float32_keeps_the_float64_values(
     exact = alibi_slopes(8)[:, None, None] * distance
     later = torch.arange(lk)[None] - torch.arange(lq)[:, None] > lk - lq
     assert torch.equal(got, round_once(exact, dtype).masked_fill(later, -math.inf))
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+@pytest.mark.parametrize("kind", [np.int64, np.int32, np.uint8, np.intp])
+def test_score_mod_takes_numpy_integers_as_its_offset(make, kind: type) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    with torch.no_grad():
+        got = _on_grid(module.score_mod(offset=kind(7), causal=True), 2, 3, 10)
+        want = _on_grid(module.score_mod(offset=7, causal=True), 2, 3, 10)
+    assert torch.equal(got, want)
+    with pytest.raises(TypeError, match="offset must be"):
+        module.score_mod(offset=np.float64(7.0))
