@@ -1412,16 +1412,17 @@ def _trained(make):  # type: ignore[no-untyped-def]
 @pytest.mark.parametrize("start", [0, 37, 2**24 - 3, 2**40 + 1])
 def test_the_decoding_row_is_the_last_row_of_the_dense_bias(make, dtype, start) -> None:  # type: ignore[no-untyped-def]
     # Bit for bit: each step's row (served by distance, and for ALiBi from the kept table
-    # from the second step on) against the last row of the whole bias, which is computed
-    # per pair (positions given, so no window is taken), with autograd on and off.
+    # from the second step on) against the rows of the whole bias, which is computed per
+    # pair (a batch of two rows is never taken by distance), with autograd on and off.
     module = _trained(make)
     length = 24
     p = torch.arange(start, start + length)
     docs = document_ids([5, 11, 8])
+    rows = p.expand(2, length)
     for grad in (False, True):
         with torch.set_grad_enabled(grad):
-            whole = module(length, positions=p, dtype=dtype, causal=True)
-            packed = module(length, positions=p, documents=docs, dtype=dtype, causal=True)
+            whole = module(length, positions=rows, dtype=dtype, causal=True)[1]
+            packed = module(length, positions=rows, documents=docs, dtype=dtype, causal=True)[1]
             for t in (0, 1, 2, 9, 23):
                 keys = p[: t + 1]
                 step = module(1, t + 1, offset=start + t, dtype=dtype)
