@@ -924,7 +924,7 @@ def test_multi_headed_attention_bias_shapes() -> None:
 
 
 # Consecutive queries over consecutive keys look each distance up once and copy windows
-# of it (RelativePositionBias._by_distance); with autograd on the table, every pair is
+# of it (RelativeBias._fill, by distance); with autograd on the table, every pair is
 # looked up. The two must agree, entry for entry, with and without the mask.
 @pytest.mark.parametrize("bidirectional", [True, False])
 @pytest.mark.parametrize("causal", [False, True])
@@ -1380,3 +1380,155 @@ def test_a_large_alibi_bias_in_float32_keeps_the_float64_values(
     exact = alibi_slopes(8)[:, None, None] * distance
     later = torch.arange(lk)[None] - torch.arange(lq)[:, None] > lk - lq
     assert torch.equal(got, round_once(exact, dtype).masked_fill(later, -math.inf))
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+@pytest.mark.parametrize("kind", [np.int64, np.int32, np.uint8, np.intp])
+def test_score_mod_takes_numpy_integers_as_its_offset(make, kind: type) -> None:  # type: ignore[no-untyped-def]
+    module = make()
+    with torch.no_grad():
+        got = _on_grid(module.score_mod(offset=kind(7), causal=True), 2, 3, 10)
+        want = _on_grid(module.score_mod(offset=7, causal=True), 2, 3, 10)
+    assert torch.equal(got, want)
+    with pytest.raises(TypeError, match="offset must be"):
+        module.score_mod(offset=np.float64(7.0))
+
+
+# --- the decoding row: windows of one score per distance, kept for ALiBi ------------------------
+
+
+def _trained(make):  # type: ignore[no-untyped-def]
+    """A module of BIAS_MODULES with parameters away from their initialisation."""
+    module = make()
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.copy_(torch.rand_like(p) * 3 - 1)
+    return module
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("start", [0, 37, 2**24 - 3, 2**40 + 1])
+def test_the_decoding_row_is_the_last_row_of_the_dense_bias(make, dtype, start) -> None:  # type: ignore[no-untyped-def]
+    # Bit for bit: each step's row (served by distance, and for ALiBi from the kept table
+    # from the second step on) against the rows of the whole bias, which is computed per
+    # pair (a batch of two rows is never taken by distance), with autograd on and off.
+    module = _trained(make)
+    length = 24
+    p = torch.arange(start, start + length)
+    docs = document_ids([5, 11, 8])
+    rows = p.expand(2, length)
+    for grad in (False, True):
+        with torch.set_grad_enabled(grad):
+            whole = module(length, positions=rows, dtype=dtype, causal=True)[1]
+            packed = module(length, positions=rows, documents=docs, dtype=dtype, causal=True)[1]
+            for t in (0, 1, 2, 9, 23):
+                keys = p[: t + 1]
+                step = module(1, t + 1, offset=start + t, dtype=dtype)
+                if start == 0:  # the steady call: ints only, keys at 0 .. t
+                    assert torch.equal(step, module(1, t + 1, offset=t, dtype=dtype, causal=True))
+                    assert torch.equal(step, module(t + 1, dtype=dtype)[:, -1:])
+                shifted = module(1, t + 1, positions=keys[-1:], key_positions=keys, dtype=dtype)
+                assert torch.equal(shifted, whole[:, t : t + 1, : t + 1])
+                with_docs = module(
+                    1, t + 1, positions=keys[-1:], key_positions=keys,
+                    documents=docs[: t + 1], dtype=dtype, causal=True,
+                )  # fmt: skip
+                assert torch.equal(with_docs, packed[:, t : t + 1, : t + 1])
+            if start == 0:
+                last = module(1, length, offset=length - 1, dtype=dtype)
+                assert torch.equal(last, whole[:, -1:])
+
+
+@pytest.mark.parametrize("make", BIAS_MODULES)
+def test_a_bias_by_distance_is_the_bias_per_pair(make) -> None:  # type: ignore[no-untyped-def]
+    # Consecutive queries over consecutive keys (windows of one score per distance)
+    # against the same positions in a batch of two rows (per pair), for every shape.
+    module = _trained(make)
+    with torch.no_grad():
+        for lq, lk, offset in [(1, 1, 0), (7, 7, 0), (3, 40, 37), (40, 3, -20), (5, 9, 2**30)]:
+            q = torch.arange(offset, offset + lq)
+            for causal in (False, True):
+                got = module(lq, lk, offset=offset, causal=causal)
+                per_pair = module(
+                    lq, lk, positions=q.expand(2, lq), key_positions=torch.arange(lk),
+                    causal=causal,
+                )  # fmt: skip
+                assert torch.equal(got, per_pair[1])
+
+
+def test_alibi_keeps_one_table_per_dtype_and_device_and_serves_its_windows() -> None:
+    alibi = ALiBi(8)
+    assert alibi._per_distance is None
+    first = alibi(1, 201, offset=200)
+    ((lo, table),) = alibi._per_distance.values()  # type: ignore[union-attr]
+    assert lo <= -200
+    assert lo + table.shape[-1] > 0
+    second = alibi(1, 201, offset=200)
+    assert torch.equal(first, second)
+    assert second.data_ptr() != first.data_ptr()
+    assert second.untyped_storage().size() == 8 * 201 * 4
+    second.add_(1)  # a new tensor: the kept table is untouched
+    assert torch.equal(alibi(1, 201, offset=200), first)
+    alibi(1, 3, offset=2, dtype=torch.bfloat16)
+    assert set(alibi._per_distance) == {  # type: ignore[arg-type]
+        (torch.float32, torch.device("cpu")), (torch.bfloat16, torch.device("cpu")),
+    }  # fmt: skip
+    # a step far past the table: a new one, the same values as a fresh module's
+    far = alibi(1, 5000, offset=4999)
+    assert torch.equal(far, ALiBi(8)(1, 5000, offset=4999, positions=None))
+    assert torch.equal(far, ALiBi(8)(5000)[:, -1:])
+
+
+def test_no_table_is_kept_or_served_where_something_watches() -> None:
+    # Behind _runtime.fast_path: under a transform or a global hook, neither kept nor read.
+    alibi = ALiBi(4)
+    torch.func.functionalize(lambda: alibi(1, 9, offset=8))()
+    torch.func.vmap(lambda x: alibi(1, 9, offset=8) + x)(torch.zeros(2))
+    assert alibi._per_distance is None
+    want = alibi(1, 9, offset=8)
+    ((_, table),) = alibi._per_distance.values()  # type: ignore[union-attr]
+    table.fill_(7.0)  # a kept table that is read shows
+    assert alibi(1, 9, offset=8).unique().tolist() == [7.0]
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, a, o: None)
+    try:
+        assert torch.equal(alibi(1, 9, offset=8), want)
+        got = torch.func.vmap(lambda x: alibi(1, 9, offset=8) + x)(torch.zeros(2))
+        assert torch.equal(got[0], want)
+    finally:
+        handle.remove()
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda m: m(1.0, 9), TypeError, "query_length must be"),
+        (lambda m: m(1, 9.0), TypeError, "key_length must be"),
+        (lambda m: m(-1, 9), ValueError, "query_length"),
+        (lambda m: m(1, 9, offset=8.0), TypeError, "offset"),
+        (lambda m: m(1, 2**62 + 1, offset=2**62), ValueError, "offset"),
+        (lambda m: m(1, 1, offset=-(2**62)), ValueError, "offset"),  # its distance is kept
+        (lambda m: m(1, 9, offset=8, causal=1), TypeError, "causal must be a bool"),
+        (lambda m: m(1, 9, offset=8, dtype=torch.int64), TypeError, "dtype"),
+        (lambda m: m(1, 9, offset=8, dtype=[1]), TypeError, "dtype"),
+        (lambda m: m(10**6, 10**6, offset=0), ValueError, "more than the"),
+    ],
+)
+def test_a_kept_table_keeps_the_error_contract(call, error, match) -> None:  # type: ignore[no-untyped-def]
+    alibi = ALiBi(8)
+    alibi(1, 201, offset=200)
+    alibi(1, 10**6 + 1, offset=10**6)  # a table wide enough for the calls above
+    alibi(1, 1, offset=1 - 2**62)  # and one of the distances next to 2**62
+    for module in (alibi, ALiBi(8)):
+        with pytest.raises(error, match=match):
+            call(module)
+
+
+def test_no_scheme_overrides_the_fill() -> None:
+    # The base chooses the fill from the capabilities a scheme declares.
+    for cls in (ALiBi, RelativePositionBias, KERPLE, _Fire):
+        assert not {"_fill", "_looked_up", "_distances", "forward"} & set(vars(cls)), cls
+    assert RelativePositionBias.looked_up
+    assert all(cls.relative_only for cls in (ALiBi, RelativePositionBias, KERPLE))
+    assert not _Fire.relative_only

@@ -630,6 +630,12 @@ def _dynamic() -> posenc.RotaryEmbedding:
     )
 
 
+def _scores(score_mod: Callable[..., torch.Tensor]) -> torch.Tensor:
+    """A score_mod's bias for 2 heads, 3 queries and 5 keys, by broadcasting its indices."""
+    h, i, j = torch.arange(2)[:, None, None], torch.arange(3)[:, None], torch.arange(5)
+    return score_mod(torch.zeros(()), torch.tensor(0), h, i, j)
+
+
 INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("ALiBi.__init__", "n_heads"): lambda v: posenc.ALiBi(v)(3),
     ("ALiBi.forward", "query_length"): lambda v: posenc.ALiBi(2)(v),
@@ -754,6 +760,20 @@ INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("resolve_axes", "batch"): lambda v: pos.resolve_axes(
         2, 2, offset=T([0, 1, 2]), batch=v
     ).tensor(),
+    ("cu_seqlens", "lengths"): lambda v: posenc.cu_seqlens([v, 2]),
+    ("document_ids", "lengths"): lambda v: posenc.document_ids([v, 2]),
+    ("document_mask", "window"): lambda v: posenc.document_mask(
+        posenc.document_ids([4, 3]), window=v - 1
+    ),
+    ("document_block_mask", "window"): lambda v: posenc.document_block_mask(
+        posenc.document_ids([4, 3]), window=v - 1, block_size=2
+    ).to_dense(),
+    ("document_block_mask", "length"): lambda v: posenc.document_block_mask(
+        length=v + 2, block_size=2
+    ).to_dense(),
+    ("document_block_mask", "block_size"): lambda v: posenc.document_block_mask(
+        posenc.document_ids([4, 3]), block_size=v - 1
+    ).to_dense(),
 }
 # The offset of every scheme is checked where positions are resolved
 # (posenc/positions/_resolve.py): its NumPy integers come with the change there, and
@@ -762,6 +782,13 @@ OFFSET_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("ALiBi.forward", "offset"): lambda v: posenc.ALiBi(2)(3, offset=v),
     ("KERPLE.forward", "offset"): lambda v: _seeded(posenc.KERPLE, 2)(3, offset=v),
     ("RelativePositionBias.forward", "offset"): lambda v: _zero_t5()(3, offset=v),
+    ("ALiBi.score_mod", "offset"): lambda v: _scores(posenc.ALiBi(2).score_mod(offset=v)),
+    ("KERPLE.score_mod", "offset"): lambda v: _scores(
+        _seeded(posenc.KERPLE, 2).score_mod(offset=v)
+    ),
+    ("RelativePositionBias.score_mod", "offset"): lambda v: _scores(
+        _zero_t5().score_mod(offset=v)
+    ),
     ("LearnedPositionalEmbedding.forward", "offset"): lambda v: _learned()(
         torch.zeros(2, 4), offset=v
     ),

@@ -13,10 +13,17 @@ is written here, once:
   aligned: query ``i`` of ``L_q`` sits at key slot ``i + L_k - L_q``, the KV-cache
   convention), and with ``documents`` a key of another document. Positions never
   decide it, so packed documents whose positions restart at 0 see no later slot;
-- the dense bias: the score in float64, rounded once, by blocks or at once (the
-  choice is made in :meth:`RelativeBias._fill`, and only there; T5's, a lookup of
-  a learned table, replaces it to look the table up once), under the size guard;
-  DTensor positions (:func:`posenc._distributed.local_bias`);
+- the dense bias: the score in float64, rounded once, under the size guard, by
+  distance, by lookup, by blocks or at once. The choice is made in
+  :meth:`RelativeBias._fill`, and only there, from what a scheme declares it can
+  do: :attr:`~RelativeBias.relative_only` (its score reads ``k - q`` only: each
+  distance is scored once and the rows are windows of those scores) and
+  :attr:`~RelativeBias.looked_up` (its score reads a learned table: the indices of
+  every pair first, then one lookup, T5's). No scheme overrides it. ALiBi, which
+  holds no tensor, keeps its scores by distance between calls, so that a decoding
+  step's row is a window of them (:meth:`RelativeBias._kept`, behind
+  :func:`posenc._runtime.fast_path`);
+- DTensor positions (:func:`posenc._distributed.local_bias`);
 - the same score as a FlexAttention ``score_mod`` (:meth:`RelativeBias.score_mod`),
   computed in the kernel's dtype.
 """
@@ -42,6 +49,50 @@ __all__ = [
 ]
 
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+#: Positions of one row given as a ``range`` (the steady call) or as ``(R, L)`` tensors.
+Positions = range | Tensor
+#: The largest distance ``|key - query|`` of two positions of the domain.
+_FARTHEST = POSITION_MAX - POSITION_MIN
+
+
+def as_tensor(p: Positions, work: torch.device) -> Tensor:
+    """Positions as an int64 ``(R, L)`` tensor on ``work``."""
+    if isinstance(p, range):
+        return torch.arange(p.start, p.stop, device=work).view(1, -1)
+    return p
+
+
+def _windows(table: Tensor, first: int, nearest: int, shape: tuple[int, ...]) -> Tensor:
+    """``out[h, i, j] = table[h, nearest + j - i + L_q - 1 - first]``: a new ``(H, L_q, L_k)``.
+
+    ``table[h, d - first]`` holds the bias of distance ``d``, and ``nearest`` is the
+    distance of the last query to the first key: each row is a window of the table.
+    """
+    windows = table.as_strided(
+        shape, (table.stride(0), 1, 1), table.storage_offset() + nearest - first
+    )
+    return windows.flip(-2)  # a new tensor, row i at distance index L_q - 1 - i
+
+
+def consecutive(q: Positions, k: Positions) -> tuple[int, int] | None:
+    """The first positions of one row of consecutive queries over consecutive keys.
+
+    Ranges say so; tensors are read where that is free (:func:`~posenc._runtime.readable`).
+    None where it does not hold, or cannot be known for free.
+    """
+    if isinstance(q, range) and isinstance(k, range):
+        return q.start, k.start
+    if isinstance(q, range) or isinstance(k, range) or len(q) != 1 or len(k) != 1:
+        return None
+    if not (_runtime.readable(q) and _runtime.readable(k)):
+        return None
+    q0, k0 = int(q[0, 0]), int(k[0, 0])
+    steps = torch.arange(max(q.shape[-1], k.shape[-1]), dtype=q.dtype, device=q.device)
+    if not torch.equal(q[0] - q0, steps[: q.shape[-1]]) or not torch.equal(
+        k[0] - k0, steps[: k.shape[-1]]
+    ):
+        return None
+    return q0, k0
 
 
 def _batch_of(batch: int | None, *named: tuple[str, object, int]) -> int | None:
@@ -86,7 +137,7 @@ def pair_positions(
     batch: int | None,
     device: torch.device,
     work: torch.device,
-) -> tuple[Tensor, Tensor, Tensor | None, tuple[int, ...]]:
+) -> tuple[Positions, Positions, Tensor | None, tuple[int, ...]]:
     """Query and key positions and the documents, int64 ``(R, L)`` on ``work``; the batch rows.
 
     Queries and keys each go through :func:`~posenc.positions.resolve`, which checks
@@ -97,6 +148,8 @@ def pair_positions(
     at the query positions: never at ``0, 1, ...`` behind the caller's back.
     Returns ``(q, k, documents, rows)``: ``q`` ``(R, L_q)``, ``k`` ``(R, L_k)``,
     ``documents`` ``(R, L_k)`` or None, with ``R`` 1 or B, and ``rows`` ``()`` or ``(B,)``.
+    The steady call (int lengths and offset, nothing else) gives ``q`` and ``k`` as
+    ``range`` objects, which :func:`as_tensor` turns into those tensors where needed.
     """
     lk = query_length if key_length is None else key_length
     # The steady call: int lengths and offset, in the domain; the general path checks the rest.
@@ -107,8 +160,10 @@ def pair_positions(
         and min(query_length, lk, offset - POSITION_MIN) >= 0
         and max(lk, offset + query_length) <= POSITION_MAX + 1
     ):
-        q = torch.arange(offset, offset + query_length, device=work).view(1, -1)  # type: ignore[arg-type]
-        return q, torch.arange(lk, device=work).view(1, -1), None, ()
+        if torch.compiler.is_compiling():  # a range would fix its symbolic bounds
+            q = torch.arange(offset, offset + query_length, device=work).view(1, -1)  # type: ignore[arg-type]
+            return q, torch.arange(lk, device=work).view(1, -1), None, ()
+        return range(offset, offset + query_length), range(lk), None, ()
     lq = _checks.length("query_length", query_length)
     if key_positions is not None:
         key_positions = _checks.integer_tensor(
@@ -224,11 +279,25 @@ class RelativeBias(nn.Module):
     """Base of the attention biases: a score of (head, query position, key position).
 
     Subclasses set :attr:`n_heads` and ``_what`` (how the size guard names the
-    result) and supply ``score`` and :meth:`parameters_in`.
+    result) and supply ``score`` and :meth:`parameters_in`; they may declare the
+    capabilities :attr:`relative_only` and :attr:`looked_up` (with :meth:`index` and
+    :meth:`lookup`), from which the base chooses how to fill the dense bias.
     """
 
     n_heads: int
     _what: str = "a relative position bias"
+
+    #: A capability: ``score`` reads the positions only through ``k - q`` (ALiBi, T5,
+    #: KERPLE; not FIRE, which needs the query's own position). The base then scores
+    #: each distance of a row of consecutive queries once and copies its windows.
+    relative_only: bool = False
+    #: A capability: ``score`` reads a learned table at an integer index of the pair
+    #: (T5's buckets); the scheme supplies :meth:`index` and :meth:`lookup`, and the
+    #: base computes the indices, then reads the table once for every pair.
+    looked_up: bool = False
+    # The rounded scores of a range of distances, by (dtype, device): (first, (H, N)),
+    # kept for a scheme that holds no tensor (ALiBi), whose scores never change.
+    _per_distance: dict[tuple[torch.dtype, torch.device], tuple[int, Tensor]] | None = None
 
     # -- what a scheme supplies -----------------------------------------------------------
 
@@ -243,6 +312,20 @@ class RelativeBias(nn.Module):
 
     def parameters_in(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
         """The scheme's parameters in ``dtype`` on ``device``, as ``score`` takes them."""
+        raise NotImplementedError
+
+    def index(self, q: Tensor, k: Tensor) -> Tensor:
+        """With :attr:`looked_up`: the index ``(..., L_q, L_k)`` of the row each pair reads.
+
+        ``q`` ``(..., L_q)`` and ``k`` ``(..., L_k)`` are int64 positions.
+        """
+        raise NotImplementedError
+
+    def lookup(self, index: Tensor, dtype: torch.dtype) -> Tensor:
+        """With :attr:`looked_up`: the table's rows at ``index``, ``(*index.shape, H)``.
+
+        Rounded once to ``dtype``, and read as the table's module reads them.
+        """
         raise NotImplementedError
 
     def _exact_in_float32(self, q: Tensor, k: Tensor) -> bool:
@@ -358,6 +441,18 @@ class RelativeBias(nn.Module):
             mask, e.g. ``bias.masked_fill(~mask[:, None, None, :], -inf)``. A row
             whose every key is masked gives SDPA no key to attend to (NaN).
         """
+        if (
+            positions is None
+            and key_positions is None
+            and documents is None
+            and batch is None
+            and device is None
+            and _runtime.fast_path()  # first: the compiler then never reads the table
+            and self._per_distance is not None
+        ):
+            kept = self._kept(query_length, key_length, offset, dtype, causal)
+            if kept is not None:
+                return kept
         tensors = positions is not None or key_positions is not None or type(offset) is not int
         if tensors and any(_distributed.is_dtensor(t) for t in (positions, key_positions, offset)):
             if (
@@ -378,6 +473,36 @@ class RelativeBias(nn.Module):
             query_length, key_length, offset, positions, key_positions, documents, batch,
             dtype, device, causal,
         )  # fmt: skip
+
+    def _kept(
+        self, lq: object, lk: object, offset: object, dtype: torch.dtype | None, causal: object
+    ) -> Tensor | None:
+        """The steady call served from the kept table of :meth:`_distances`, else None.
+
+        Int lengths and offset in the domain, a bool ``causal``, a kept dtype and the
+        default device, a small result: anything else is the general path's, which
+        checks it (the error contract is there, whole).
+        """
+        lk = lq if lk is None else lk
+        dtype = torch.get_default_dtype() if dtype is None else dtype
+        if type(dtype) is not torch.dtype:
+            return None
+        held = self._per_distance.get((dtype, _runtime.default_device()))  # type: ignore[union-attr]
+        if (
+            held is None
+            or not (type(lq) is type(lk) is type(offset) is int)
+            or not (causal is True or causal is False)
+            or not (lq > 0 and lk > 0 and offset >= POSITION_MIN)
+            or max(lk, offset + lq) > POSITION_MAX + 1
+            or lq * lk * self.n_heads * dtype.itemsize > BLOCK_BYTES
+        ):
+            return None
+        nearest = -(offset + lq - 1)
+        first, table = held
+        if not (first <= nearest and nearest + lq + lk - 1 <= first + table.shape[-1]):
+            return None
+        out = _windows(table, first, nearest, (self.n_heads, lq, lk))
+        return self._hidden(out, None, True, ()) if causal and lq > 1 else out
 
     def _placement(
         self,
@@ -416,12 +541,58 @@ class RelativeBias(nn.Module):
             where, work,
         )  # fmt: skip
         causal = _checks.flag("causal", causal)
-        lq, lk = q.shape[-1], k.shape[-1]
+        lq, lk = (len(p) if isinstance(p, range) else p.shape[-1] for p in (q, k))
         shape = (*rows, self.n_heads, lq, lk)
         out = self._fill(q, k, docs, shape, out_dtype, where, work, causal)
         return out if device is None else out.to(device)
 
     def _fill(
+        self,
+        q: Positions,
+        k: Positions,
+        docs: Tensor | None,
+        shape: tuple[int, ...],
+        dtype: torch.dtype,
+        device: torch.device,
+        work: torch.device,
+        causal: bool,
+    ) -> Tensor:
+        """The bias ``shape`` on ``device``: the one place its strategy is chosen.
+
+        - By distance: for a :attr:`relative_only` scheme, one row of consecutive
+          queries over consecutive keys, where nothing watches or records the work
+          (:meth:`_quiet`): each of the ``L_q + L_k - 1`` distances is scored once
+          (:meth:`_distances`) and every row of the result is a window of them. The
+          peak is the result.
+        - By lookup, for a :attr:`looked_up` scheme: the int32 indices of every pair,
+          by blocks eagerly, then one :meth:`lookup` of the table (the indices are
+          all that autograd keeps).
+        - By blocks, when nothing records the operations (eagerly, no autograd graph
+          for the parameters, no transform): the temporaries stay near
+          :data:`BLOCK_BYTES` and the peak is the result.
+        - Otherwise at once, as one expression that autograd and the compiler see
+          whole; the size guard then counts the temporaries of every pair.
+        """
+        rows, (lq, lk) = shape[:-3], shape[-2:]
+        what = lambda: f"{self._what} of shape {shape}"  # noqa: E731
+        starts = None
+        if self.relative_only and lq and lk and not rows and self._quiet():
+            starts = consecutive(q, k)
+        if starts is not None:
+            if math.prod(shape) * dtype.itemsize > BLOCK_BYTES:  # else too small to refuse
+                _runtime.allocation(shape, dtype, device, what)
+            nearest = starts[1] - (starts[0] + lq - 1)  # the last query's distance to key 0
+            first, table = self._distances(nearest, lq + lk - 1, dtype, device, work)
+            out = _windows(table, first, nearest, shape)
+            if docs is None and not (causal and lq > 1):  # nothing hidden
+                return out
+            return self._hidden(out, docs, causal, ())
+        q, k = as_tensor(q, work), as_tensor(k, work)
+        if self.looked_up:
+            return self._looked_up(q, k, docs, shape, dtype, device, causal)
+        return self._scored(q, k, docs, shape, dtype, device, work, causal)
+
+    def _scored(
         self,
         q: Tensor,
         k: Tensor,
@@ -432,16 +603,10 @@ class RelativeBias(nn.Module):
         work: torch.device,
         causal: bool,
     ) -> Tensor:
-        """The bias ``shape`` on ``device``: the one place its strategy is chosen.
-
-        By blocks when nothing records the operations (eagerly, no autograd graph for
-        the parameters, no transform): the temporaries stay near
-        :data:`BLOCK_BYTES` and the peak is the result. Otherwise at once, as one
-        expression that autograd and the compiler see whole; the size guard then
-        counts the temporaries of every pair.
-        """
-        params = self.parameters_in(torch.float64, work)
+        """The bias from :meth:`score` pair by pair: by blocks, or at once (see :meth:`_fill`)."""
         lq, lk = shape[-2], shape[-1]
+        what = lambda: f"{self._what} of shape {shape}"  # noqa: E731
+        params = self.parameters_in(torch.float64, work)
         # Bytes of temporaries per pair of a block: int64 positions and their difference,
         # a bool, and per head the float64 score, two float64 temporaries, the rounding's.
         result = self.n_heads * dtype.itemsize
@@ -453,9 +618,8 @@ class RelativeBias(nn.Module):
             params = self.parameters_in(torch.float32, work)  # the same values, faster
         if big:
             _runtime.allocation(
-                shape, dtype, device, lambda: f"{self._what} of shape {shape}",
-                peak=1.0 if blocks else (per_pair + result) / result,
-            )  # fmt: skip
+                shape, dtype, device, what, peak=1.0 if blocks else (per_pair + result) / result
+            )
         heads = torch.arange(self.n_heads, device=work).view(-1, 1, 1)
         shift = lk - lq
         dq = None if docs is None else docs[:, shift:]
@@ -474,16 +638,90 @@ class RelativeBias(nn.Module):
         if not blocks:
             out = values(slice(None), slice(None), slice(None))
             return (out if out.shape == shape else out.reshape(shape)).to(device)
-        rows = max(len(q), len(k), 1 if docs is None else len(docs))
-        q, k = q.expand(rows, lq), k.expand(rows, lk)
+        n = max(len(q), len(k), 1 if docs is None else len(docs))
+        q, k = q.expand(n, lq), k.expand(n, lk)
         dq, docs = (
-            (None, None)
-            if docs is None or dq is None
-            else (dq.expand(rows, lq), docs.expand(rows, lk))
+            (None, None) if docs is None or dq is None else (dq.expand(n, lq), docs.expand(n, lk))
         )
-        out = torch.empty((rows, *shape[-3:]), dtype=dtype, device=device)
+        out = torch.empty((n, *shape[-3:]), dtype=dtype, device=device)
         blocked = by_blocks(out, per_pair, lambda b, i, j: values(slice(b, b + 1), i, j)[0])
         return blocked.view(shape)
+
+    def _looked_up(
+        self,
+        q: Tensor,
+        k: Tensor,
+        docs: Tensor | None,
+        shape: tuple[int, ...],
+        dtype: torch.dtype,
+        device: torch.device,
+        causal: bool,
+    ) -> Tensor:
+        """The bias of a :attr:`looked_up` scheme: every pair's index, then one lookup.
+
+        Eagerly the indices are int32, filled by blocks, and one lookup reads every
+        pair (as Hugging Face's T5 ``compute_bias`` does): the peak is the result and
+        the indices, with autograd too. Under a transform or the compiler, at once.
+        """
+        blocks = device.type != "meta" and _runtime.plain_eager()
+        rows, (lq, lk) = shape[:-3], shape[-2:]
+        result = self.n_heads * dtype.itemsize
+        temporaries = (4 if blocks else 56) + (1 + result if causal or docs is not None else 0)
+        _runtime.allocation(
+            shape, dtype, device, lambda: f"{self._what} of shape {shape}",
+            peak=(temporaries + result) / result,
+        )  # fmt: skip
+        if blocks:
+            index = torch.empty((*rows, lq, lk), dtype=torch.int32, device=device)
+            by_blocks(
+                index.view(rows[0] if rows else 1, 1, lq, lk), 48,
+                lambda b, i, j: self.index(q[min(b, len(q) - 1), i], k[min(b, len(k) - 1), j]),
+            )  # fmt: skip
+        else:
+            index = self.index(q, k)
+            index = index.expand(*rows, lq, lk) if rows else index[0]
+        out = self.lookup(index, dtype).movedim(-1, -3)  # (B?, Lq, Lk, H) -> (B?, H, Lq, Lk)
+        return self._hidden(out, docs, causal, rows)
+
+    def _quiet(self) -> bool:
+        """Whether nothing watches or records the scheme's work, so that a fast path may run.
+
+        :func:`~posenc._runtime.fast_path` over the module's parameters and its
+        children (no hook, no ``forward`` replaced on them, no transform, eagerly),
+        and no autograd graph to build for the parameters.
+        """
+        if not (self._parameters or self._modules):
+            return _runtime.fast_path()
+        tensors = tuple(self.parameters())
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        return not grad and _runtime.fast_path(*tensors, modules=tuple(self.children()))
+
+    def _distances(
+        self, first: int, n: int, dtype: torch.dtype, device: torch.device, work: torch.device
+    ) -> tuple[int, Tensor]:
+        """``(start, table)``: ``table[h, d - start]`` is the bias of distance ``d``.
+
+        It holds the distances ``first .. first + n - 1`` at least: the scores of
+        :meth:`score` at ``q = 0``, ``k = d``, in float64, rounded once to ``dtype``,
+        ``(H, N)`` on ``device``. A scheme that holds no tensor keeps the table
+        (a wider one: a decoding step's row is then a window of the last step's).
+        """
+        held = None if self._per_distance is None else self._per_distance.get((dtype, device))
+        if held is not None and held[0] <= first and first + n <= held[0] + held[1].shape[-1]:
+            return held
+        keep = not (self._parameters or self._buffers or self._modules)
+        lo, hi = first, first + n - 1
+        if keep:  # room for as many distances again on either side, within the domain
+            lo, hi = max(lo - n, -_FARTHEST), min(hi + n, _FARTHEST)
+        params = self.parameters_in(torch.float64, work)
+        distances = torch.arange(lo, hi + 1, device=work)
+        heads = torch.arange(self.n_heads, device=work).view(-1, 1)
+        table = self.score(heads, distances.new_zeros(()), distances, *params)
+        table = round_once(table, dtype) if table.dtype == torch.float64 else table.to(dtype)
+        table = table.to(device).contiguous()
+        if keep:
+            self._per_distance = {**(self._per_distance or {}), (dtype, device): (lo, table)}
+        return lo, table
 
     # -- FlexAttention ----------------------------------------------------------------------
 
@@ -610,6 +848,8 @@ class RelativeBias(nn.Module):
         In place where nothing records the operations, else out of place, so that
         autograd sees a zero gradient there.
         """
+        if not causal and docs is None:
+            return out
         lq, lk = out.shape[-2], out.shape[-1]
         slots_q, slots_k = torch.arange(lq, device=out.device), torch.arange(lk, device=out.device)
         dq = None if docs is None else docs[:, lk - lq :, None].to(out.device)

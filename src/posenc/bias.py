@@ -55,7 +55,7 @@ from torch import Tensor, nn
 from torch.nn import functional
 
 from . import _checks, _runtime
-from ._relative import RelativeBias, by_blocks, relative_positions
+from ._relative import RelativeBias, relative_positions
 from ._rounding import round_once
 from .positions import check_domain, positions_from_mask
 
@@ -239,6 +239,7 @@ class ALiBi(RelativeBias):
         return f"n_heads={self.n_heads}" + (", symmetric=True" if self.symmetric else "")
 
     _what = "an ALiBi bias"
+    relative_only = True
 
     def parameters_in(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
         """The slopes, ``(H,)``, rounded once to ``dtype``."""
@@ -527,6 +528,9 @@ class RelativePositionBias(RelativeBias):
         True
     """
 
+    relative_only = True
+    looked_up = True
+
     def __init__(
         self,
         n_heads: int,
@@ -587,94 +591,21 @@ class RelativePositionBias(RelativeBias):
             weight = module(torch.arange(self.num_buckets, device=module.weight.device))
         return _rounded(weight, dtype)
 
-    def _fill(
-        self,
-        q: Tensor,
-        k: Tensor,
-        docs: Tensor | None,
-        shape: tuple[int, ...],
-        dtype: torch.dtype,
-        device: torch.device,
-        work: torch.device,
-        causal: bool,
-    ) -> Tensor:
-        # T5's own fill, because its values are a lookup of a learned table: eagerly the
-        # buckets are int32, filled by blocks, then one lookup reads every pair (as
-        # Hugging Face's compute_bias does): the peak is the result and the buckets,
-        # with autograd too. Under a transform or the compiler, at once.
-        blocks = device.type != "meta" and _runtime.plain_eager()
-        plain = self._plain_table()
-        rows, (lq, lk) = shape[:-3], shape[-2:]
-        result = self.n_heads * dtype.itemsize
-        temporaries = (4 if blocks else 56) + (1 + result if causal or docs is not None else 0)
-        _runtime.allocation(
-            shape, dtype, device, lambda: f"{self._what} of shape {shape}",
-            peak=(temporaries + result) / result,
-        )  # fmt: skip
-        per, starts = self._per_direction, self._starts
+    def index(self, q: Tensor, k: Tensor) -> Tensor:
+        """The bucket of every pair, ``(..., L_q, L_k)``, from the int64 positions."""
+        return _buckets(
+            relative_positions(q, k), self.bidirectional, self._per_direction, self._starts
+        )
 
-        def buckets_of(relative: Tensor) -> Tensor:
-            return _buckets(relative, self.bidirectional, per, starts)
+    def lookup(self, index: Tensor, dtype: torch.dtype) -> Tensor:
+        """The table's rows at the buckets ``index``, ``(..., H)``, rounded once to ``dtype``.
 
-        out = None
-        if plain and blocks and not rows:
-            out = self._by_distance(q[0], k[0], dtype, buckets_of)
-        if out is None:
-            if blocks:
-                buckets = torch.empty((*rows, lq, lk), dtype=torch.int32, device=device)
-                by_blocks(
-                    buckets.view(rows[0] if rows else 1, 1, lq, lk), 48,
-                    lambda b, i, j: buckets_of(
-                        relative_positions(q[min(b, len(q) - 1), i], k[min(b, len(k) - 1), j])
-                    ),
-                )  # fmt: skip
-            else:
-                relative = relative_positions(q, k)
-                buckets = buckets_of(relative.expand(*rows, lq, lk) if rows else relative[0])
-            # (B?, Lq, Lk, H); with a hook, a subclass or a replaced forward, through the module
-            table = self.relative_attention_bias
-            values = (
-                functional.embedding(buckets, _rounded(table.weight, dtype))
-                if plain
-                else _rounded(table(buckets), dtype)
-            )
-            out = values.movedim(-1, -3)
-        return self._hidden(out, docs, causal, rows)
-
-    def _by_distance(
-        self, q: Tensor, k: Tensor, dtype: torch.dtype, buckets_of: Callable[[Tensor], Tensor]
-    ) -> Tensor | None:
-        """The bias of consecutive queries over consecutive keys, one lookup per distance.
-
-        When the queries and the keys each sit at consecutive positions (one sequence:
-        ``q = q0, q0 + 1, ...``, ``k = k0, k0 + 1, ...``), a pair's distance is
-        ``k0 - q0 + j - i``: the ``Lq + Lk - 1`` distances are bucketed and looked up
-        once each, ``(H, Lq + Lk - 1)``, and every row of the result is a window of
-        them (``out[h, i, j] = per[h, j - i + Lq - 1]``), written in one copy. The
-        same table entries as a lookup per pair. None where that does not hold:
-        positions read at a cost (not on the CPU, eagerly), or a table that autograd
-        tracks (its gradient then sums per pair, as always).
+        With a hook, a subclass or a replaced ``forward``, through the module.
         """
-        weight = self.relative_attention_bias.weight
-        lq, lk = q.shape[-1], k.shape[-1]
-        if (
-            not lq
-            or not lk
-            or (torch.is_grad_enabled() and weight.requires_grad)
-            or not _runtime.readable(q)
-            or not _runtime.readable(k)
-        ):
-            return None
-        q0, k0 = int(q[0]), int(k[0])
-        steps = torch.arange(max(lq, lk), dtype=q.dtype, device=q.device)
-        if not torch.equal(q - q0, steps[:lq]) or not torch.equal(k - k0, steps[:lk]):
-            return None
-        n = lq + lk - 1
-        nearest = k0 - (q0 + lq - 1)  # the last query's distance to the first key
-        distances = torch.arange(nearest, nearest + n, dtype=torch.int64, device=q.device)
-        per = functional.embedding(buckets_of(distances), _rounded(weight, dtype)).T
-        windows = per.contiguous().as_strided((self.n_heads, lq, lk), (n, 1, 1))
-        return windows.flip(-2)  # row i starts at distance index Lq - 1 - i
+        table = self.relative_attention_bias
+        if self._plain_table():
+            return functional.embedding(index, _rounded(table.weight, dtype))
+        return _rounded(table(index), dtype)
 
     def unreached_buckets(self, length: int, *, causal: bool = False) -> list[int]:
         """The buckets that no query-key pair of a sequence of ``length`` tokens uses.
@@ -731,15 +662,16 @@ class RelativePositionBias(RelativeBias):
     def _plain_table(self) -> bool:
         """Whether the table may be read without calling its module.
 
-        Not when a hook is registered, the module is a subclass, or its ``forward``
-        is replaced on the instance (accelerate's ``add_hook_to_module``).
+        Not when the module is a subclass or renormalises its rows (``max_norm``), nor
+        where :func:`~posenc._runtime.fast_path` says no: a hook registered, its
+        ``forward`` replaced on the instance (accelerate's ``add_hook_to_module``), a
+        transform, the compiler, a tensor subclass.
         """
         table = self.relative_attention_bias
         return (
             type(table) is nn.Embedding
             and table.max_norm is None
-            and "forward" not in table.__dict__
-            and not _runtime.has_hooks(table)
+            and _runtime.fast_path(table.weight, modules=(table,))
         )
 
 
@@ -805,6 +737,7 @@ class KERPLE(RelativeBias):
     """
 
     _what = "a KERPLE bias"
+    relative_only = True
 
     def __init__(self, n_heads: int) -> None:
         super().__init__()
