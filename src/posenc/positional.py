@@ -609,7 +609,9 @@ def _check_ids_or_features(x: Tensor, offset: object, positions: object, d_model
     ``positions``; a bool ``x`` is neither; a floating ``x`` is token vectors, and one whose
     shape cannot be token vectors is refused with the conversion that reads it as ids.
     """
-    plain = positions is None and type(offset) is int and offset == 0
+    plain = (
+        positions is None and not isinstance(offset, Tensor) and _checks.as_integer(offset) == 0
+    )
     if x.dtype == torch.bool:
         raise TypeError(
             "x must be token vectors (a floating tensor (..., L, D)) or position ids (an "

@@ -571,11 +571,12 @@ class MixedFrequencies(nn.Module):
         head_dim = _checks.positive_int("head_dim", head_dim)
         if head_dim % 4:
             raise ValueError(f"head_dim must be a multiple of 4 for RoPE-Mixed, got {head_dim}")
-        if not isinstance(n_axes, int) or isinstance(n_axes, bool) or n_axes < 2:
+        axes = _checks.as_integer(n_axes)  # NumPy's integers too
+        if axes is None or axes < 2:
             raise ValueError(f"n_axes must be an int >= 2, got {_checks._show(n_axes)}")
         self.n_heads = _checks.positive_int("n_heads", n_heads)
-        self.n_axes, self.base = n_axes, _checks.base(base)
-        self.weight = nn.Parameter(torch.empty(n_axes, self.n_heads, head_dim // 2))
+        self.n_axes, self.base = axes, _checks.base(base)
+        self.weight = nn.Parameter(torch.empty(axes, self.n_heads, head_dim // 2))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
