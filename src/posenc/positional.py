@@ -295,6 +295,15 @@ class PositionalEncoding(DerivedTables):
                 f"out must have shape (B, L, {self.d_model}) or (L, {self.d_model}) with "
                 f"L = {where.length} (d_model and the positions' length), got {tuple(shape)}"
             )
+        start, table = where.start, self._buffers["pe"]
+        if (  # the decoding step's case: rows the table holds in out's dtype, one view
+            table is not None
+            and start is not None
+            and table.dtype is out.dtype
+            and 0 <= start <= self.max_len - where.length
+            and table.device == out.device
+        ):
+            return out.add_(table[0, start : start + where.length])
         return out.add_(self._rows(where, out.dtype, out.device))
 
     def _rows(self, where: Positions, dtype: torch.dtype, device: torch.device) -> Tensor:
