@@ -636,7 +636,19 @@ def _scores(score_mod: Callable[..., torch.Tensor]) -> torch.Tensor:
     return score_mod(torch.zeros(()), torch.tensor(0), h, i, j)
 
 
+def _mixed(*args: Any, **kwargs: Any) -> tuple[object, ...]:
+    """RoPE-Mixed's sizes as read back, and its weight's shape (its values are random)."""
+    mixed = posenc.MixedFrequencies(*args, **kwargs)
+    return mixed.n_heads, mixed.n_axes, tuple(mixed.weight.shape)
+
+
 INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
+    ("MixedFrequencies.__init__", "head_dim"): lambda v: _mixed(v * 4, 2),
+    ("MixedFrequencies.__init__", "n_heads"): lambda v: _mixed(8, v),
+    ("MixedFrequencies.__init__", "n_axes"): lambda v: _mixed(8, 2, n_axes=v),
+    ("RotaryEmbedding.forward", "seq_dim"): lambda v: posenc.RotaryEmbedding(8)(
+        torch.ones(2, 1, 1, 3, 1, 8), seq_dim=v
+    ),
     ("ALiBi.__init__", "n_heads"): lambda v: posenc.ALiBi(v)(3),
     ("ALiBi.forward", "query_length"): lambda v: posenc.ALiBi(2)(v),
     ("ALiBi.forward", "key_length"): lambda v: posenc.ALiBi(2)(3, v),
@@ -776,8 +788,7 @@ INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ).to_dense(),
 }
 # The offset of every scheme is checked where positions are resolved
-# (posenc/positions/_resolve.py): its NumPy integers come with the change there, and
-# these cases join INTEGER_CASES then.
+# (posenc/positions/_resolve.py), which takes NumPy's integers as ints.
 OFFSET_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("ALiBi.forward", "offset"): lambda v: posenc.ALiBi(2)(3, offset=v),
     ("KERPLE.forward", "offset"): lambda v: _seeded(posenc.KERPLE, 2)(3, offset=v),
@@ -853,11 +864,11 @@ def _same(a: object, b: object) -> bool:
 
 
 @pytest.mark.parametrize("kind", [np.int64, np.int32, np.uint8, np.intp])
-@pytest.mark.parametrize("case", sorted(INTEGER_CASES), ids="-".join)
+@pytest.mark.parametrize("case", sorted(INTEGER_CASES | OFFSET_CASES), ids="-".join)
 def test_numpy_integers_are_ints_for_every_integer_argument(
     case: tuple[str, str], kind: type
 ) -> None:
-    call = INTEGER_CASES[case]
+    call = (INTEGER_CASES | OFFSET_CASES)[case]
     assert _same(call(kind(3)), call(3))
 
 

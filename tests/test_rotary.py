@@ -1225,15 +1225,34 @@ def test_the_gradient_is_the_rotation_by_minus_theta(layout: str, dtype: torch.d
     with torch.no_grad():
         assert torch.equal(y, rope(x, offset=offset))  # the values of the inference path
     y.backward(grad)
-    # R(θ)ᵀ = R(-θ): the gradient is the gradient rotated back, rounded once, which is
-    # the forward rotation at the opposite positions.
+    # R(θ)ᵀ = R(-θ): the gradient is the gradient rotated back, rounded once; to the
+    # bit what autograd derives from the plain formula x·cos + rotate_half(x)·sin.
     back = torch.arange(300) + offset
     assert x.grad is not None
-    assert torch.equal(x.grad, rope(grad, positions=-back))
+    cos, sin = rope.cos_sin(300, offset=offset, dtype=torch.promote_types(dtype, torch.float32))
+    assert torch.equal(x.grad, _plain_gradient(x, cos, sin, layout, grad))
     exact = rotary_reference(grad, -back.numpy(), roformer_frequencies(16), layout)
     np.testing.assert_allclose(
         x.grad.double().numpy(), exact, rtol=0, atol=float(ulp(np.array(4.0), dtype))
     )
+
+
+def _plain_gradient(
+    x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str, grad: torch.Tensor
+) -> torch.Tensor:
+    """Autograd's gradient of the plain formula, in the tables' dtype, rounded to x's."""
+    h = cos.shape[-1]
+    x = x.detach().requires_grad_(True)
+    wide = x[..., : 2 * h].to(cos.dtype)
+    if layout == "half":
+        pairs = torch.cat((-wide[..., h:], wide[..., :h]), -1)
+        wide_cos, wide_sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
+    else:
+        pairs = torch.stack((-wide[..., 1::2], wide[..., 0::2]), -1).flatten(-2)
+        wide_cos, wide_sin = cos.repeat_interleave(2, -1), sin.repeat_interleave(2, -1)
+    y = torch.cat(((wide * wide_cos + pairs * wide_sin).to(x.dtype), x[..., 2 * h :]), -1)
+    (got,) = torch.autograd.grad(y, x, grad)
+    return got
 
 
 def test_second_derivatives_flow_through_the_rotation() -> None:
@@ -1243,16 +1262,22 @@ def test_second_derivatives_flow_through_the_rotation() -> None:
     torch.autograd.gradcheck(lambda t: rope(t, offset=3), (x,))
 
 
-def test_the_training_path_equals_autograd_through_the_plain_formula() -> None:
-    # float64: one rounding per product either way, so the two agree to the last bits.
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_training_path_equals_autograd_through_the_plain_formula(dtype: torch.dtype) -> None:
+    # Each product rounded, then summed: no multiply-add fused where autograd has none,
+    # so the two agree to the bit, signed zeros included (autograd's sums give +0).
     rope = RotaryEmbedding(16)
-    x = torch.randn(2, 4, 7, 16, dtype=torch.float64, requires_grad=True)
-    cos, sin = rope.cos_sin(7, offset=11, dtype=torch.float64)
-    wide_cos, wide_sin = torch.cat((cos, cos), -1), torch.cat((sin, sin), -1)
-    plain = x * wide_cos + torch.cat((-x[..., 8:], x[..., :8]), -1) * wide_sin
-    (expected,) = torch.autograd.grad(plain.sum(), x)
-    (got,) = torch.autograd.grad(rope(x, offset=11).sum(), x)
-    torch.testing.assert_close(got, expected, rtol=1e-15, atol=1e-15)
+    x = torch.randn(2, 4, 7, 16, dtype=dtype, requires_grad=True)
+    grad = torch.randn(2, 4, 7, 16, dtype=dtype)
+    grad[..., 0, :] = -0.0
+    cos, sin = rope.cos_sin(7, offset=11, dtype=dtype)
+    plain = x * torch.cat((cos, cos), -1) + torch.cat((-x[..., 8:], x[..., :8]), -1) * torch.cat(
+        (sin, sin), -1
+    )
+    (expected,) = torch.autograd.grad(plain, x, grad)
+    (got,) = torch.autograd.grad(rope(x, offset=11), x, grad)
+    bits = torch.int64 if dtype == torch.float64 else torch.int32
+    assert torch.equal(got.view(bits), expected.view(bits))
 
 
 # --- the path of a call: what a reader follows -------------------------------------------

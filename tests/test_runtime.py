@@ -58,6 +58,8 @@ def test_forward_ad_current_level_is_minus_one_outside_a_dual_level() -> None:
 @pytest.mark.parametrize("name", _runtime.GLOBAL_HOOKS)
 def test_global_hook_dicts_are_where_torch_registers_global_hooks(name: str) -> None:
     assert isinstance(getattr(torch_module, name), dict), name
+    # fast_path holds the dicts themselves: torch must still hold the same objects
+    assert any(d is getattr(torch_module, name) for d in _runtime._GLOBAL_HOOK_DICTS), name
     register = {
         "_global_forward_hooks": lambda: nn.modules.module.register_module_forward_hook(
             lambda m, i, o: None
@@ -162,7 +164,8 @@ def test_fast_paths_and_reads_are_for_plain_tensors_and_parameters_only() -> Non
     # path, and no free read of its values.
     assert not _runtime.plain_eager(x, sub)
     assert not _runtime.readable(sub)
-    assert not _runtime.plain(nn.Parameter(sub, requires_grad=False))
+    assert not _runtime.plain_eager(nn.Parameter(sub, requires_grad=False))
+    assert not _runtime.fast_path(x, constants=(nn.Parameter(sub, requires_grad=False),))
 
 
 # -- fast_path: the one predicate every fast path asks ---------------------------------------
@@ -178,6 +181,15 @@ def test_fast_path_is_true_for_plain_tensors_and_unhooked_modules_eagerly() -> N
     x, weight = torch.randn(3), nn.Parameter(torch.randn(3))
     assert _runtime.fast_path()
     assert _runtime.fast_path(x, weight, modules=(nn.Linear(2, 2), nn.Dropout()))
+
+
+def test_fast_path_is_false_for_constants_that_need_a_gradient_while_autograd_records() -> None:
+    x, table = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
+    assert _runtime.fast_path(x, constants=(table.detach(),))
+    assert not _runtime.fast_path(x, constants=(table,))
+    with torch.no_grad():
+        assert _runtime.fast_path(x, constants=(table,))
+    assert not _runtime.fast_path(x, constants=(table.detach().as_subclass(_Subclass),))
 
 
 def test_fast_path_is_false_for_a_tensor_subclass() -> None:
@@ -269,6 +281,28 @@ def test_fast_path_is_false_for_any_hook_on_a_module_or_globally(
     finally:
         handle.remove()
     assert _runtime.fast_path(modules=modules)
+
+
+def test_fast_path_keeps_no_hook_only_while_no_handle_is_made_and_its_modules_live() -> None:
+    import copy
+    import gc
+
+    first, second = nn.Linear(1, 1), nn.Dropout()
+    assert _runtime.fast_path(modules=(first, second))  # kept
+    handle = second.register_forward_pre_hook(lambda m, args: None)
+    assert not _runtime.fast_path(modules=(first, second))  # a handle was made: read again
+    twin = copy.deepcopy(second)  # another object with the hook: asked afresh
+    assert not _runtime.fast_path(modules=(first, twin))
+    handle.remove()
+    assert _runtime.fast_path(modules=(first, second))
+    second.forward = second.forward  # type: ignore[method-assign]
+    assert not _runtime.fast_path(modules=(first, second))  # looked for on every call
+    del second.forward
+    assert _runtime.fast_path(modules=(first, second))
+    assert _runtime._UNHOOKED[1] == (id(first), id(second))
+    del first, second, twin
+    gc.collect()
+    assert _runtime._UNHOOKED[1] == ()  # a module died: its address may be reused
 
 
 def test_fast_path_is_false_for_a_forward_replaced_on_the_instance() -> None:

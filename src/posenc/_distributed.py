@@ -293,7 +293,7 @@ def rotary_tables(fn: F) -> F:
     """Decorate ``apply_rotary(x, cos, sin, ...)`` for a DTensor ``x``.
 
     With ``x``, ``cos`` and ``sin`` all DTensors, DTensor's own operators run (the
-    fast paths are off for them: ``_runtime.plain``). With a DTensor ``x`` and plain
+    fast paths are off for them: ``_runtime.fast_path``). With a DTensor ``x`` and plain
     (global) tables, each rank rotates its shard by the tables' rows for it.
     """
 

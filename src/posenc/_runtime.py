@@ -20,6 +20,8 @@ the attribute, when a torch release moves one:
 - ``torch.nn.modules.module._global_*_hooks`` and a module's ``_forward_hooks`` (and the
   three other hook dicts): whether any hook could see a fused path's intermediate
   tensors; :class:`torch.nn.Module` exposes registration, not a query.
+- ``torch.utils.hooks.RemovableHandle.next_id``: the count of hook handles torch has
+  made, with which the answer "no hook" is kept between calls; no public counter.
 - ``_dynamo_marked_constant``, the attribute :func:`torch.compiler.assume_constant_result`
   sets: setting it directly spares ``import posenc`` the import of ``torch._dynamo``
   (about a second).
@@ -32,6 +34,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -40,9 +43,12 @@ from torch import Tensor, nn
 from torch.autograd import forward_ad
 from torch.compiler import is_compiling as _is_compiling
 from torch.nn.modules import module as _module
+from torch.utils.hooks import RemovableHandle
 
-# private: no public way to ask whether a tensor is wrapped by a torch.func transform
+# private: no public way to ask whether a tensor is wrapped by a torch.func transform,
+# nor whether a transform is running
 _is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+_transforms_active = torch._C._are_functorch_transforms_active
 
 __all__ = [
     "allocation",
@@ -53,10 +59,8 @@ __all__ = [
     "empty",
     "fast_path",
     "has_hooks",
-    "plain",
     "plain_eager",
     "readable",
-    "transforming",
     "work_device",
 ]
 
@@ -90,15 +94,12 @@ def work_device(device: torch.device) -> torch.device:
 # -- What may be read, and what may be written in place -----------------------------------
 
 
-def plain(t: Tensor) -> bool:
-    """Whether ``t`` is a plain tensor (or parameter), not a tensor subclass.
-
-    A subclass (:class:`~torch.distributed.tensor.DTensor`, a fake or functional tensor)
-    decides itself what an operation does: a slice of a sharded DTensor may be a copy,
-    so a write into it never reaches the tensor sliced, and reading its values may be a
-    collective. A parameter that wraps a subclass has the subclass's type.
-    """
-    return type(t) is Tensor or type(t) is nn.Parameter
+# The plain tensor types, exactly (``type(t) in _PLAIN``): a tensor subclass
+# (:class:`~torch.distributed.tensor.DTensor`, a fake or functional tensor) decides
+# itself what an operation does: a slice of a sharded DTensor may be a copy, so a write
+# into it never reaches the tensor sliced, and reading its values may be a collective.
+# A parameter that wraps a subclass has the subclass's type.
+_PLAIN = (Tensor, nn.Parameter)
 
 
 def readable(t: Tensor) -> bool:
@@ -108,17 +109,11 @@ def readable(t: Tensor) -> bool:
     sync), under :func:`torch.compile` (it would break the graph), for a tensor wrapped
     by a :mod:`torch.func` transform (under :func:`torch.func.vmap` a read is
     data-dependent control flow, which vmap refuses) and for a tensor subclass (a
-    DTensor's read is a collective; see :func:`plain`). Where it is False, a check of
+    DTensor's read is a collective). Where it is False, a check of
     values is left to the indexing kernel, and positions are computed rather than
     looked up.
     """
-    return plain(t) and t.is_cpu and not _is_compiling() and not _is_wrapped(t)
-
-
-def transforming() -> bool:
-    """Whether a :mod:`torch.func` transform (``vmap``, ``grad``, ``jvp``) is running."""
-    # private: no public predicate for "a functorch transform is running"
-    return bool(torch._C._are_functorch_transforms_active())
+    return type(t) in _PLAIN and t.is_cpu and not _is_compiling() and not _is_wrapped(t)
 
 
 def plain_eager(*tensors: Tensor) -> bool:
@@ -127,13 +122,13 @@ def plain_eager(*tensors: Tensor) -> bool:
     True when nothing records the operations: not under :func:`torch.compile`, no
     :mod:`torch.func` transform active (``vmap`` has no rule for ``out=`` operations),
     no forward-mode AD level open, no autograd graph to build for ``tensors``, and
-    every one of ``tensors`` a plain tensor (:func:`plain`): a tensor subclass such as
+    every one of ``tensors`` a plain tensor: a tensor subclass such as
     a sharded DTensor may hand out a copy for a slice, and a write into the copy is
     lost (the output then holds uninitialised memory).
     """
-    if not all(plain(t) for t in tensors):
+    if not all(type(t) in _PLAIN for t in tensors):
         return False
-    if torch.compiler.is_compiling() or transforming():
+    if _is_compiling() or _transforms_active():
         return False
     # private: no public getter for the current dual level (-1 outside dual_level())
     if forward_ad._current_level >= 0:
@@ -148,6 +143,9 @@ GLOBAL_HOOKS = (
     "_global_backward_hooks",
     "_global_backward_pre_hooks",
 )
+# The dicts themselves: torch registers into them and never rebinds them (checked in
+# tests/test_runtime.py).
+_GLOBAL_HOOK_DICTS = tuple(getattr(_module, name) for name in GLOBAL_HOOKS)
 #: The dicts in which a module keeps its own hooks.
 MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 
@@ -170,7 +168,11 @@ def has_hooks(*modules: nn.Module) -> bool:
     return False
 
 
-def fast_path(*tensors: Tensor, modules: tuple[nn.Module, ...] = ()) -> bool:
+def fast_path(
+    *tensors: Tensor,
+    modules: tuple[nn.Module, ...] = (),
+    constants: tuple[Tensor, ...] = (),
+) -> bool:
     """Whether a fast path may run on ``tensors`` inside ``modules``: the one predicate.
 
     A fast path (a fused in-place add, a view of a table served without a copy, a
@@ -183,7 +185,7 @@ def fast_path(*tensors: Tensor, modules: tuple[nn.Module, ...] = ()) -> bool:
       ``functionalize``, and their compositions), no forward-mode AD level open,
       and none of ``tensors`` wrapped by a transform: a wrapped tensor has no
       storage to compare, and ``vmap`` has no rule for some in-place writes;
-    - each of ``tensors`` a plain tensor (:func:`plain`): a tensor subclass
+    - each of ``tensors`` a plain tensor, not a subclass: a tensor subclass
       (DTensor, a fake or functional tensor) decides itself what an operation
       does, and may hand out a copy where a view is expected;
     - no module hook registered globally, nor on any of ``modules`` (a hook could
@@ -192,34 +194,71 @@ def fast_path(*tensors: Tensor, modules: tuple[nn.Module, ...] = ()) -> bool:
       in its ``__dict__``: what accelerate's ``add_hook_to_module`` does for device
       maps and offloading), whose replacement the fast path would bypass.
 
+    - none of ``constants`` needing a gradient while autograd records (a fast path
+      that differentiates only ``tensors``, as the rotation's custom backward does,
+      would drop the gradient of a table that requires one).
+
     The module's class is the caller's to check: a subclass may override
     ``forward`` on the class.
 
     Args:
         tensors: The tensors the fast path reads or writes.
         modules: The modules whose forward the fast path stands in for.
+        constants: Tensors the fast path reads as constants (tables), held to
+            every rule for ``tensors`` and, besides, to need no gradient.
 
     Returns:
         Whether the fast path gives exactly what the modules' own calls would.
     """
     # private: no public predicate for "a functorch transform is running", no public
-    # getter for the current dual level (-1 outside dual_level())
-    if (
-        _is_compiling()
-        or torch._C._are_functorch_transforms_active()
-        or forward_ad._current_level >= 0
-    ):
+    # getter for the current dual level (-1 outside dual_level()); the hook dicts as in
+    # has_hooks. Each test on one line: a short path for a reader, and the decoding step
+    # asks on every call.
+    if _is_compiling() or _transforms_active() or forward_ad._current_level >= 0:
         return False
-    for t in tensors:
-        if not (type(t) is Tensor or type(t) is nn.Parameter) or _is_wrapped(t):
+    for t in tensors + constants if constants else tensors:
+        if type(t) not in _PLAIN or _is_wrapped(t):
             return False
-    if has_hooks(*modules):
+    if constants and torch.is_grad_enabled() and any(t.requires_grad for t in constants):
         return False
-    # A loop, not all() over a generator: the decoding step asks on every call.
-    for m in modules:  # noqa: SIM110
+    if any(_GLOBAL_HOOK_DICTS):
+        return False
+    return not modules or _unwatched(modules)
+
+
+def _unwatched(modules: tuple[nn.Module, ...]) -> bool:
+    """Whether no module of ``modules`` has a hook or a ``forward`` replaced on the instance.
+
+    ``forward`` is looked for on every call. The answer "no hook" is kept for the last
+    modules asked, with the count of hook handles torch has made
+    (``RemovableHandle.next_id``): every registration of a hook makes a handle and
+    moves the count on, and the hook dicts are then read again. The modules are held
+    by weak references whose deaths drop the answer, so that it never passes to
+    another module at the same address; copies and unpickled modules are other
+    objects, asked afresh. Only "no hook" is kept: a "hooked" is read again each call.
+    """
+    for m in modules:
         if "forward" in m.__dict__:
             return False
+    # private: torch's count of the hook handles made; no public counter
+    count = RemovableHandle.next_id
+    ids = tuple(map(id, modules))
+    if _UNHOOKED[0] == count and _UNHOOKED[1] == ids:
+        return True
+    for m in modules:
+        if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks:
+            return False
+    _UNHOOKED[:] = [count, ids, [weakref.ref(m, _forget) for m in modules]]
     return True
+
+
+#: [handle count, ids, weak references]: the last modules found with no hook.
+_UNHOOKED: list[Any] = [-1, (), []]
+
+
+def _forget(_: object) -> None:
+    """A module of the kept answer died: its address may be reused, the answer goes."""
+    _UNHOOKED[:] = [-1, (), []]
 
 
 # -- Constants for torch.compile ----------------------------------------------------------

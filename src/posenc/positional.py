@@ -295,6 +295,15 @@ class PositionalEncoding(DerivedTables):
                 f"out must have shape (B, L, {self.d_model}) or (L, {self.d_model}) with "
                 f"L = {where.length} (d_model and the positions' length), got {tuple(shape)}"
             )
+        start, table = where.start, self._buffers["pe"]
+        if (  # the decoding step's case: rows the table holds in out's dtype, one view
+            table is not None
+            and start is not None
+            and table.dtype is out.dtype
+            and 0 <= start <= self.max_len - where.length
+            and table.device == out.device
+        ):
+            return out.add_(table[0, start : start + where.length])
         return out.add_(self._rows(where, out.dtype, out.device))
 
     def _rows(self, where: Positions, dtype: torch.dtype, device: torch.device) -> Tensor:
@@ -609,7 +618,9 @@ def _check_ids_or_features(x: Tensor, offset: object, positions: object, d_model
     ``positions``; a bool ``x`` is neither; a floating ``x`` is token vectors, and one whose
     shape cannot be token vectors is refused with the conversion that reads it as ids.
     """
-    plain = positions is None and type(offset) is int and offset == 0
+    plain = (
+        positions is None and not isinstance(offset, Tensor) and _checks.as_integer(offset) == 0
+    )
     if x.dtype == torch.bool:
         raise TypeError(
             "x must be token vectors (a floating tensor (..., L, D)) or position ids (an "

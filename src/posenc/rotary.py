@@ -372,10 +372,10 @@ def _rotate(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tensor
 
     ``cos`` and ``sin`` have the dtype the products are computed in: ``x``'s, or wider.
     """
-    if not (_runtime.plain(x) and _runtime.plain_eager(cos, sin)):
+    if not _runtime.fast_path(x, constants=(cos, sin)):
         return _rotated(x, cos, sin, layout)  # compilers, torch.func, subclasses
     if x.requires_grad and torch.is_grad_enabled():
-        return _Rotation.apply(x, cos, sin, layout, 1)  # type: ignore[no-any-return,no-untyped-call]
+        return _Rotation.apply(x, cos, sin, layout, 1, True)  # type: ignore[no-any-return,no-untyped-call]
     return _rotate_fused(x, cos, sin, layout, 1)
 
 
@@ -385,15 +385,21 @@ class _Rotation(torch.autograd.Function):
     Eager only, on plain tensors, with tables that need no gradient (``_rotate``
     decides): compilers and :mod:`torch.func` take :func:`_rotated`, whose
     gradient autograd derives.
+
+    The gradient is the one autograd derives from :func:`_rotated`, to the bit:
+    the products ``g·cos`` and ``g·sin`` are each rounded and then summed, never
+    fused into one multiply-add (see :func:`_rotate_into`'s ``fused``).
     """
 
     @staticmethod
-    def forward(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, sign: int) -> Tensor:
-        return _rotate_fused(x, cos, sin, layout, sign)
+    def forward(
+        x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, sign: int, fused: bool
+    ) -> Tensor:
+        return _rotate_fused(x, cos, sin, layout, sign, fused)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Tensor) -> None:
-        _, cos, sin, ctx.layout, ctx.sign = inputs
+        _, cos, sin, ctx.layout, ctx.sign, _ = inputs
         ctx.save_for_backward(cos, sin)
 
     @staticmethod
@@ -401,11 +407,14 @@ class _Rotation(torch.autograd.Function):
         cos, sin = ctx.saved_tensors
         # The transpose of a rotation is the rotation by the opposite angle; applied
         # through this function again, so that a second derivative has it too.
-        back = _Rotation.apply(grad, cos, sin, ctx.layout, -ctx.sign)  # type: ignore[no-untyped-call]
-        return back, None, None, None, None
+        fused = False  # the sum autograd would form, product by product
+        back = _Rotation.apply(grad, cos, sin, ctx.layout, -ctx.sign, fused)  # type: ignore[no-untyped-call]
+        return back, None, None, None, None, None
 
 
-def _rotate_fused(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, sign: int) -> Tensor:
+def _rotate_fused(
+    x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, sign: int, fused: bool = True
+) -> Tensor:
     """Rotation by ``sign`` times the angles, into one new output (eager, plain tensors).
 
     The cos table is widened to one value per feature, so that the product with it
@@ -419,12 +428,15 @@ def _rotate_fused(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, sig
     cos = torch.cat((cos, cos), -1) if layout == "half" else cos.repeat_interleave(2, -1)
     if rotated == x.shape[-1] and (not cpu or length <= 1 or x.numel() <= _SLICE):
         # one slice, every feature: no views of positions
-        _rotate_into(out, x, cos, sin, layout, sign)
+        _rotate_into(out, x, cos, sin, layout, sign, fused)
         return out
     per_position = x.numel() // max(length, 1)
     step = max(1, _SLICE // max(per_position, 1)) if cpu else max(length, 1)
     if rotated < x.shape[-1]:
-        out[..., rotated:] = x[..., rotated:]
+        if fused:
+            out[..., rotated:] = x[..., rotated:]
+        else:  # + 0, as autograd sums a gradient's pieces into zeros: +0 for -0
+            torch.add(x[..., rotated:], 0, out=out[..., rotated:])
     for start in range(0, length, step):
         rows = slice(start, start + step)
         _rotate_into(
@@ -434,6 +446,7 @@ def _rotate_fused(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, sig
             _along(sin, rows, length),
             layout,
             sign,
+            fused,
         )
     return out
 
@@ -451,25 +464,42 @@ def _split_pairs(t: Tensor, layout: RotaryLayout) -> tuple[Tensor, Tensor]:
     return t[..., 0::2], t[..., 1::2]
 
 
+_EVEN_ODD = (slice(0, None, 2), slice(1, None, 2))  # the interleaved layout's pairs
+
+
 def _rotate_into(
-    out: Tensor, x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout, sign: int
+    out: Tensor,
+    x: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    layout: RotaryLayout,
+    sign: int,
+    fused: bool = True,
 ) -> None:
     """``out = rotate(x)`` by ``sign`` times the angles, in ``cos``'s dtype, rounded once.
 
     ``cos`` has one value per feature (each pair's twice), ``sin`` one per pair. A
     narrower ``x`` is widened once, exactly, to their dtype (products of mixed dtypes
-    would each widen a copy of their own).
+    would each widen a copy of their own). ``fused`` adds the sin products with
+    ``addcmul``, as :func:`_rotated` computes the rotation; otherwise each product is
+    rounded before the sum, as autograd computes :func:`_rotated`'s gradient (the sum
+    of ``g·cos`` and ``g·sin``; an ``alpha`` of ±1 is exact, fused or not).
     """
     h = sin.shape[-1]
-    first, second = (
-        (slice(0, h), slice(h, None))
-        if layout == "half"
-        else (slice(0, None, 2), slice(1, None, 2))
-    )
+    first, second = (slice(0, h), slice(h, None)) if layout == "half" else _EVEN_ODD
     wide = x if x.dtype is cos.dtype else x.to(cos.dtype)
-    acc = torch.mul(wide, cos, out=out) if out.dtype is cos.dtype else torch.mul(wide, cos)
-    acc[..., first].addcmul_(wide[..., second], sin, value=-sign)
-    acc[..., second].addcmul_(wide[..., first], sin, value=sign)
+    acc = out if out.dtype is cos.dtype else torch.empty_like(wide)
+    if fused:
+        torch.mul(wide, cos, out=acc)
+        acc[..., first].addcmul_(wide[..., second], sin, value=-sign)
+        acc[..., second].addcmul_(wide[..., first], sin, value=sign)
+    else:
+        # 0 + x·cos is x·cos rounded, fused or not, with +0 for -0: autograd sums
+        # the pieces of a gradient into zeros, so its gradients carry no -0 either.
+        torch.addcmul(cos.new_zeros(()), wide, cos, out=acc)
+        product = torch.mul(wide[..., second], sin)
+        acc[..., first].add_(product, alpha=-sign)
+        acc[..., second].add_(torch.mul(wide[..., first], sin, out=product), alpha=sign)
     if acc is not out:
         out.copy_(acc)  # the one rounding to x's dtype
 
@@ -541,11 +571,12 @@ class MixedFrequencies(nn.Module):
         head_dim = _checks.positive_int("head_dim", head_dim)
         if head_dim % 4:
             raise ValueError(f"head_dim must be a multiple of 4 for RoPE-Mixed, got {head_dim}")
-        if not isinstance(n_axes, int) or isinstance(n_axes, bool) or n_axes < 2:
+        axes = _checks.as_integer(n_axes)  # NumPy's integers too
+        if axes is None or axes < 2:
             raise ValueError(f"n_axes must be an int >= 2, got {_checks._show(n_axes)}")
         self.n_heads = _checks.positive_int("n_heads", n_heads)
-        self.n_axes, self.base = n_axes, _checks.base(base)
-        self.weight = nn.Parameter(torch.empty(n_axes, self.n_heads, head_dim // 2))
+        self.n_axes, self.base = axes, _checks.base(base)
+        self.weight = nn.Parameter(torch.empty(axes, self.n_heads, head_dim // 2))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

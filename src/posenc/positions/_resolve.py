@@ -291,7 +291,7 @@ def _positions_tensor(
 
     With ``fractional``, a floating tensor is taken too, checked and widened to float64.
     """
-    if not (isinstance(offset, int) and not isinstance(offset, bool) and offset == 0):
+    if isinstance(offset, Tensor) or _checks.as_integer(offset) != 0:
         raise ValueError(
             "give either offset or positions, not both: add the offset to the positions"
         )
@@ -414,11 +414,7 @@ def resolve(
             return Positions(length, None, start[0] + steps)  # shared, as a 0-d offset
         _check_rows("offset", tuple(start.shape), start.shape[0], batch)
         return Positions(length, None, start.unsqueeze(-1) + steps)
-    if isinstance(offset, bool) or not isinstance(offset, int):
-        raise TypeError(
-            f"offset must be an int or an integer tensor, got {type(offset).__name__} "
-            f"{offset!r:.60}"
-        )
+    offset = _checks.integer("offset", offset, "an int or an integer tensor")
     check_domain("offset", offset, count=length)
     return Positions(length, offset, None)
 
