@@ -32,6 +32,7 @@ from .positions import (
     positions_from_documents,
     positions_from_lengths,
     positions_from_mask,
+    random_positions,
     shard_order,
     shard_positions,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "positions_from_documents",
     "positions_from_lengths",
     "positions_from_mask",
+    "random_positions",
     "relative_position_bucket",
     "rope_attention_scale",
     "rope_frequencies",
