@@ -410,6 +410,18 @@ SCHEMES: list[Scheme] = [
         ((1, "Lq"), (1, "Lk")),
     ),
     Scheme(
+        "FIRE",
+        lambda: QueryKey(posenc.FIRE(HEADS, width=8)),
+        query_key,
+        ((1, "Lq"), (1, "Lk")),
+    ),
+    Scheme(  # causal: -inf at later key slots
+        "FIRE-causal",
+        lambda: QueryKey(posenc.FIRE(HEADS, width=8), causal=True),
+        query_key,
+        ((1, "Lq"), (1, "Lk")),
+    ),
+    Scheme(
         "sinusoidal_table",
         lambda: Call(functools.partial(posenc.sinusoidal_table, d_model=D)),
         position_table,

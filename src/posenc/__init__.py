@@ -9,6 +9,7 @@ from .attention import (
 )
 from .bias import KERPLE, ALiBi, RelativePositionBias, alibi_slopes, relative_position_bucket
 from .embedding import Embeddings, TokenAndPositionEmbedding
+from .fire import FIRE
 from .grid import GRID_CONVENTIONS, GridConvention, sincos_2d
 from .multimodal import (
     TEMPORAL_RULES,
@@ -52,6 +53,7 @@ from .timesteps import timestep_embedding
 __version__ = "0.1.0"
 
 __all__ = [
+    "FIRE",
     "GRID_CONVENTIONS",
     "KERPLE",
     "LAYOUTS",
