@@ -645,9 +645,9 @@ INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("FIRE.__init__", "width"): lambda v: _module_out(_seeded(posenc.FIRE, 2, width=v)),
     ("FIRE.forward", "query_length"): lambda v: _seeded(posenc.FIRE, 2)(v),
     ("FIRE.forward", "key_length"): lambda v: _seeded(posenc.FIRE, 2)(3, v),
-    ("FIRE.forward", "batch"): lambda v: _seeded(posenc.FIRE, 2)(
-        3, offset=T([1, 2, 3]), batch=v
-    ),
+    ("FIRE.forward", "batch"): lambda v: _seeded(posenc.FIRE, 2)(3, offset=T([1, 2, 3]), batch=v),
+    ("CoPE.__init__", "head_dim"): lambda v: _module_out(posenc.CoPE(v, 5)),
+    ("CoPE.__init__", "n_positions"): lambda v: _module_out(posenc.CoPE(2, v)),
     ("random_positions", "length"): lambda v: posenc.random_positions(
         v, 9, generator=torch.Generator().manual_seed(0)
     ),

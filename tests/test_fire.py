@@ -1,4 +1,4 @@
-"""FIRE (Li et al., 2023) on the relative-bias base: the paper's formula, dense and FlexAttention."""
+"""FIRE (Li et al., 2023) on the relative-bias base: the paper's formula, dense and flex."""
 
 from __future__ import annotations
 
@@ -139,7 +139,10 @@ def test_bad_arguments_are_refused(kwargs, error, match) -> None:  # type: ignor
 
 def test_the_module_has_the_papers_parameters() -> None:
     fire = FIRE(4)
-    assert isinstance(fire.mlp[0], nn.Linear) and fire.mlp[0].out_features == 32
+    assert isinstance(fire.mlp[0], nn.Linear)
+    assert fire.mlp[0].out_features == 32
     assert fire.mlp[2].out_features == 4
-    assert fire.c.item() == pytest.approx(0.1) and fire.L0.item() == 512.0
-    assert "L0" in dict(fire.named_buffers()) and "L0" not in dict(fire.named_parameters())
+    assert fire.c.item() == pytest.approx(0.1)
+    assert fire.L0.item() == 512.0
+    assert "L0" in dict(fire.named_buffers())
+    assert "L0" not in dict(fire.named_parameters())

@@ -16,7 +16,8 @@ def test_positions_are_distinct_sorted_and_in_the_range() -> None:
     g = torch.Generator().manual_seed(1)
     for n, top in [(0, 0), (0, 5), (1, 1), (5, 5), (7, 40), (40, 160)]:
         pos = random_positions(n, top, generator=g)
-        assert pos.dtype == torch.int64 and pos.shape == (n,)
+        assert pos.dtype == torch.int64
+        assert pos.shape == (n,)
         assert bool((pos[1:] > pos[:-1]).all())  # strictly increasing: sorted and distinct
         assert n == 0 or (int(pos.min()) >= 0 and int(pos.max()) < top)
     assert torch.equal(random_positions(5, 5), torch.arange(5))  # no room: every position
@@ -26,7 +27,8 @@ def test_a_generator_makes_the_draw_reproducible() -> None:
     a = random_positions(10, 1000, generator=torch.Generator().manual_seed(3))
     b = random_positions(10, 1000, generator=torch.Generator().manual_seed(3))
     c = random_positions(10, 1000, generator=torch.Generator().manual_seed(4))
-    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert torch.equal(a, b)
+    assert not torch.equal(a, c)
 
 
 def test_every_subset_is_equally_likely() -> None:
@@ -55,7 +57,8 @@ def test_a_batch_draws_each_row_on_its_own() -> None:
 def test_the_device_and_the_global_generator() -> None:
     torch.manual_seed(2)
     a = random_positions(4, 30, device="meta")
-    assert a.device.type == "meta" and a.shape == (4,)
+    assert a.device.type == "meta"
+    assert a.shape == (4,)
     torch.manual_seed(2)
     b = random_positions(4, 30)
     torch.manual_seed(2)

@@ -8,6 +8,7 @@ from .attention import (
     subsequent_mask,
 )
 from .bias import KERPLE, ALiBi, RelativePositionBias, alibi_slopes, relative_position_bucket
+from .cope import CoPE
 from .embedding import Embeddings, TokenAndPositionEmbedding
 from .fire import FIRE
 from .grid import GRID_CONVENTIONS, GridConvention, sincos_2d
@@ -63,6 +64,7 @@ __all__ = [
     "TEMPORAL_RULES",
     "TEXT_AFTER_VISION_RULES",
     "ALiBi",
+    "CoPE",
     "Embeddings",
     "GridConvention",
     "Layout",
