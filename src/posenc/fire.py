@@ -118,11 +118,10 @@ class FIRE(RelativeBias):
     def parameters_in(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
         """The MLP's weights and biases, ``c`` and ``L = |s|·L₀``, in ``dtype``."""
         first, last = self.mlp[0], self.mlp[2]
+        assert isinstance(first, nn.Linear) and isinstance(last, nn.Linear)
         threshold = (self.multiplier * self.L0).abs()
-        return tuple(
-            t.to(device, dtype)
-            for t in (first.weight[:, 0], first.bias, last.weight, last.bias, self.c, threshold)
-        )
+        tensors = (first.weight[:, 0], first.bias, last.weight, last.bias, self.c, threshold)
+        return tuple(t.to(device, dtype) for t in tensors)
 
     def score(self, h: Tensor, q: Tensor, k: Tensor, *params: Tensor) -> Tensor:
         """``f(log(|c·(q - k)| + 1) / (log(|c·max(q, L)| + 1) + eps))`` for head ``h``."""
