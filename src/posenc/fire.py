@@ -2,6 +2,8 @@ r"""FIRE: a learned function of the normalised log distance (Li et al., 2023).""
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from torch import Tensor, nn
 
@@ -117,8 +119,7 @@ class FIRE(RelativeBias):
 
     def parameters_in(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
         """The MLP's weights and biases, ``c`` and ``L = |s|·L₀``, in ``dtype``."""
-        first, last = self.mlp[0], self.mlp[2]
-        assert isinstance(first, nn.Linear) and isinstance(last, nn.Linear)
+        first, last = cast(nn.Linear, self.mlp[0]), cast(nn.Linear, self.mlp[2])
         threshold = (self.multiplier * self.L0).abs()
         tensors = (first.weight[:, 0], first.bias, last.weight, last.bias, self.c, threshold)
         return tuple(t.to(device, dtype) for t in tensors)
