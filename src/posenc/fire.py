@@ -35,6 +35,10 @@ class FIRE(RelativeBias):
 
     The score is computed in float64 from the integer positions and rounded
     once (dense), or in the kernel's dtype (:meth:`score_mod`, FlexAttention).
+    The MLP is evaluated unit by unit, pointwise, as a FlexAttention kernel
+    needs. Eager FlexAttention gives the dense bias's attention; compiled, the
+    CPU kernel of torch 2.13 fails to build (a C++ compile error, where
+    KERPLE's builds), and the GPU kernel is not checked yet.
     Positions are the query's and the key's own, ``positions=`` included: with
     randomized positions the normaliser is the query's random position.
 
@@ -129,5 +133,9 @@ class FIRE(RelativeBias):
         distance = (q - k).to(c.dtype)
         normaliser = torch.maximum(q.to(c.dtype), threshold)
         x = torch.log1p((c * distance).abs()) / (torch.log1p((c * normaliser).abs()) + self.eps)
-        hidden = torch.relu(x.unsqueeze(-1) * w1 + b1)  # (..., W)
-        return (hidden * w2[h]).sum(-1) + b2[h]
+        # The MLP unit by unit: pointwise, as a compiled FlexAttention kernel needs (no
+        # reduction there), and one (..., H) partial sum in memory, not (..., H, W).
+        out = b2[h]
+        for unit in range(self.width):
+            out = out + torch.relu(x * w1[unit] + b1[unit]) * w2[h, unit]
+        return out
