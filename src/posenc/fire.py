@@ -14,8 +14,9 @@ __all__ = ["FIRE"]
 
 
 class FIRE(RelativeBias):
-    r"""FIRE's bias: ``bias[h, i, j] = f_θ(ψ(i - j) / ψ(max(L, i)))[h]``, ``ψ(x) = log(c·x + 1)``.
+    r"""FIRE's bias: a learned function of the log distance, normalised by the query's position.
 
+    ``bias[h, i, j] = f_θ(ψ(i - j) / ψ(max(L, i)))[h]`` with ``ψ(x) = log(c·x + 1)``.
     Li et al. (2023, *Functional Interpolation for Relative Positions Improves
     Long Context Transformers*, ICLR 2024) learn the bias as a function of the
     distance ``i - j`` between query ``i`` and key ``j``: a log transform ``ψ``
