@@ -17,7 +17,7 @@ def random_positions(
     generator: torch.Generator | None = None,
     device: torch.device | str | None = None,
 ) -> Tensor:
-    """Sorted distinct positions drawn at random from ``0 .. max_position - 1``.
+    """Sorted distinct positions drawn at random from ``range(max_position)``.
 
     Ruoss et al. (2023, *Randomized Positional Encodings Boost Length
     Generalization of Transformers*, ACL) train on short sequences whose
