@@ -216,3 +216,15 @@ def train(session: nox.Session) -> None:
     """
     install(session, "train")  # the data ships with CPython: nothing is downloaded
     session.run("python", "benchmarks/train.py", *session.posargs)
+
+
+@nox.session(reuse_venv=True)
+def tasks(session: nox.Session) -> None:
+    """Length generalization on the papers' tasks (hours, resumable): benchmarks/results/tasks/.
+
+    One file a run; runs already saved with the same config are skipped. ``-- --plan`` prints
+    what remains and its estimated time (per-step costs measured then); ``--tasks``,
+    ``--schemes``, ``--seeds`` choose a part; ``--quick --out DIR``: one seed, 300 steps.
+    """
+    install(session, "train")
+    session.run("python", "benchmarks/tasks.py", *session.posargs)

@@ -135,6 +135,20 @@ def steps(length: int) -> tuple[Tensor, ...]:
     return (torch.rand(length) * 1000,)  # L timesteps, fractional ones
 
 
+def cope_inputs(length: int) -> tuple[Tensor, ...]:
+    # queries and their causal logits: -inf after the query, as attention gives them
+    q = torch.randn(BATCH, HEADS, length, D)
+    logits = q @ torch.randn(BATCH, HEADS, length, D).transpose(-1, -2) / D**0.5
+    return q, logits.masked_fill(torch.ones(length, length).triu(1).bool(), -torch.inf)
+
+
+def _cope() -> nn.Module:
+    cope = posenc.CoPE(D, MAX_LEN)
+    with torch.no_grad():
+        cope.table.normal_()  # a trained table: a new one is zero
+    return cope
+
+
 # -- The functions as modules --------------------------------------------------------------
 
 
@@ -408,6 +422,27 @@ SCHEMES: list[Scheme] = [
         lambda: QueryKey(posenc.KERPLE(HEADS), causal=True),
         query_key,
         ((1, "Lq"), (1, "Lk")),
+    ),
+    Scheme(
+        "FIRE",
+        lambda: QueryKey(posenc.FIRE(HEADS, width=8)),
+        query_key,
+        ((1, "Lq"), (1, "Lk")),
+    ),
+    Scheme(  # causal: -inf at later key slots
+        "FIRE-causal",
+        lambda: QueryKey(posenc.FIRE(HEADS, width=8), causal=True),
+        query_key,
+        ((1, "Lq"), (1, "Lk")),
+    ),
+    Scheme(  # data-dependent: the position logits of queries and their attention logits
+        "CoPE",
+        _cope,
+        cope_inputs,
+        ((2, "L"), (2, "L")),
+        # The registry names one length dimension per input, and the logits have two
+        # (L_q, L_k): the export pins L_k. tests/test_cope.py exports both dynamic.
+        omit=frozenset({"export", "onnx"}),
     ),
     Scheme(
         "sinusoidal_table",

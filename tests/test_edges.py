@@ -659,6 +659,22 @@ INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("KERPLE.forward", "batch"): lambda v: _seeded(posenc.KERPLE, 2)(
         3, offset=T([1, 2, 3]), batch=v
     ),
+    ("FIRE.__init__", "n_heads"): lambda v: _module_out(_seeded(posenc.FIRE, v)),
+    ("FIRE.__init__", "width"): lambda v: _module_out(_seeded(posenc.FIRE, 2, width=v)),
+    ("FIRE.forward", "query_length"): lambda v: _seeded(posenc.FIRE, 2)(v),
+    ("FIRE.forward", "key_length"): lambda v: _seeded(posenc.FIRE, 2)(3, v),
+    ("FIRE.forward", "batch"): lambda v: _seeded(posenc.FIRE, 2)(3, offset=T([1, 2, 3]), batch=v),
+    ("CoPE.__init__", "head_dim"): lambda v: _module_out(posenc.CoPE(v, 5)),
+    ("CoPE.__init__", "n_positions"): lambda v: _module_out(posenc.CoPE(2, v)),
+    ("random_positions", "length"): lambda v: posenc.random_positions(
+        v, 9, generator=torch.Generator().manual_seed(0)
+    ),
+    ("random_positions", "max_position"): lambda v: posenc.random_positions(
+        2, v, generator=torch.Generator().manual_seed(0)
+    ),
+    ("random_positions", "batch"): lambda v: posenc.random_positions(
+        2, 9, batch=v, generator=torch.Generator().manual_seed(0)
+    ),
     ("RelativePositionBias.__init__", "n_heads"): lambda v: _module_out(
         _seeded(posenc.RelativePositionBias, v)
     ),
@@ -792,6 +808,10 @@ INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
 OFFSET_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("ALiBi.forward", "offset"): lambda v: posenc.ALiBi(2)(3, offset=v),
     ("KERPLE.forward", "offset"): lambda v: _seeded(posenc.KERPLE, 2)(3, offset=v),
+    ("FIRE.forward", "offset"): lambda v: _seeded(posenc.FIRE, 2)(3, offset=v),
+    ("FIRE.score_mod", "offset"): lambda v: _seeded(posenc.FIRE, 2).score_mod(offset=v)(
+        torch.zeros(()), T(0), T(1), T(2), T(0)
+    ),
     ("RelativePositionBias.forward", "offset"): lambda v: _zero_t5()(3, offset=v),
     ("ALiBi.score_mod", "offset"): lambda v: _scores(posenc.ALiBi(2).score_mod(offset=v)),
     ("KERPLE.score_mod", "offset"): lambda v: _scores(

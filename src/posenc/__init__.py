@@ -8,7 +8,9 @@ from .attention import (
     subsequent_mask,
 )
 from .bias import KERPLE, ALiBi, RelativePositionBias, alibi_slopes, relative_position_bucket
+from .cope import CoPE
 from .embedding import Embeddings, TokenAndPositionEmbedding
+from .fire import FIRE
 from .grid import GRID_CONVENTIONS, GridConvention, sincos_2d
 from .multimodal import (
     TEMPORAL_RULES,
@@ -32,6 +34,7 @@ from .positions import (
     positions_from_documents,
     positions_from_lengths,
     positions_from_mask,
+    random_positions,
     shard_order,
     shard_positions,
 )
@@ -51,6 +54,7 @@ from .timesteps import timestep_embedding
 __version__ = "0.1.0"
 
 __all__ = [
+    "FIRE",
     "GRID_CONVENTIONS",
     "KERPLE",
     "LAYOUTS",
@@ -60,6 +64,7 @@ __all__ = [
     "TEMPORAL_RULES",
     "TEXT_AFTER_VISION_RULES",
     "ALiBi",
+    "CoPE",
     "Embeddings",
     "GridConvention",
     "Layout",
@@ -93,6 +98,7 @@ __all__ = [
     "positions_from_documents",
     "positions_from_lengths",
     "positions_from_mask",
+    "random_positions",
     "relative_position_bucket",
     "rope_attention_scale",
     "rope_frequencies",

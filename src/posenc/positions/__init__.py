@@ -64,6 +64,7 @@ from ._documents import (
     positions_from_documents,
 )
 from ._lengths import positions_from_lengths, positions_from_mask
+from ._random import random_positions
 from ._resolve import Positions, check_domain, resolve
 from ._shards import SHARD_LAYOUTS, ShardLayout, shard_order, shard_positions
 
@@ -86,6 +87,7 @@ __all__ = [
     "positions_from_documents",
     "positions_from_lengths",
     "positions_from_mask",
+    "random_positions",
     "resolve",
     "resolve_axes",
     "shard_order",
