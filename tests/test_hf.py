@@ -406,8 +406,9 @@ def test_unsupported_models_are_named() -> None:
         patch_rotary(BertModel())
     with pytest.raises(
         TypeError,
-        match=r"Glm4vForConditionalGeneration \(model_type='glm4v'\); it patches the model "
-        r"types llama, .*, qwen2_vl, qwen2_vl_text, .*, qwen3_vl_moe_text$",
+        match=r"Glm4vForConditionalGeneration \(model_type='glm4v'\): it has no rotary module "
+        r"of transformers' standard contract .*; the records are the model "
+        r"types llama, .*, qwen2_vl, qwen2_vl_text, .*, qwen3_5_moe_text$",
     ):
         patch_rotary(Glm4vForConditionalGeneration())
 
@@ -605,9 +606,18 @@ def _hf_rotation(q, k, cos, sin, unsqueeze_dim=1):  # type: ignore[no-untyped-de
 
 
 class _StandInRotary(torch.nn.Module):
-    def __init__(self) -> None:
+    """Llama's rotary as transformers computes it (float32 phases), for LLAMA's config."""
+
+    def __init__(self, config: object = None) -> None:
         super().__init__()
-        self.register_buffer("inv_freq", torch.ones(4), persistent=False)
+        self.config = config
+        inv_freq = 1.0 / 500_000.0 ** (torch.arange(0, 32, 2, dtype=torch.float) / 32)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x, position_ids):  # type: ignore[no-untyped-def]
+        freqs = position_ids[..., None].float() * self.inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
 
 class _StandInModel(torch.nn.Module):
@@ -615,7 +625,7 @@ class _StandInModel(torch.nn.Module):
         super().__init__()
         self.config = SimpleNamespace(**LLAMA)
         self.proj = torch.nn.Linear(4, 4)
-        self.rotary_emb = _StandInRotary()
+        self.rotary_emb = _StandInRotary(self.config)
 
 
 _StandInRotary.__name__ = "LlamaRotaryEmbedding"
@@ -702,7 +712,7 @@ def test_patch_rotary_new_modules_take_the_mode_and_dtype(modeling: ModuleType) 
 
 # One position takes rows of the tables as views when the form copies them anyway
 # (RotaryEmbedding._held_rows, views=True): what a caller gets is still its own.
-@pytest.mark.parametrize("form", ["widened", "repeated", "gptj", "complex"])
+@pytest.mark.parametrize("form", ["widened", "repeated", "gptj", "complex", "halved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_one_position_tables_are_new_tensors_equal_to_a_gathered_batch(
     form: str, dtype: torch.dtype
@@ -810,10 +820,11 @@ def test_a_new_rope_type_that_reads_the_trained_length_gets_it(
 def test_each_table_form_says_whether_it_copies_the_rows() -> None:
     # HFRotaryEmbedding serves rows that may be views of its tables to the forms that
     # copy them: the form record's claim is what its function does.
-    from posenc.hf import _FORMS
+    from posenc.hf import _FORMS, _STANDARD_ROTATIONS
 
     cos, sin = torch.rand(2, 3, 4), torch.rand(2, 3, 4)
-    assert set(_FORMS) == {family.form for family in RECORDS.values()}
+    used = {family.form for family in RECORDS.values()} | set(_STANDARD_ROTATIONS)
+    assert set(_FORMS) == used
     for name, form in _FORMS.items():
         assert form.name == name
         out = form(cos, sin)
