@@ -13,7 +13,9 @@ has them), seeded, float32, eager attention, offline. Then:
   unpatched (``hf``) and patched (``posenc``) float32 models against the patched
   model in float64 (weights drawn with initializer_range 0.2, so that attention
   depends on the positions). Hugging Face's own float64 model is no reference: its
-  rotary modules compute the phases in float32 whatever the model's dtype.
+  rotary modules compute the phases in float32 whatever the model's dtype;
+- ``error_0``: the patched model's float32 error at positions 0-23, the floor of float32
+  arithmetic (linear-attention layers, as Qwen3-Next's, keep it high at every position).
 
 Usage::
 
@@ -206,6 +208,10 @@ def measure(model_type: str) -> dict[str, Any]:
             "hf": err(logits(model, ids, FAR, torch.float32), exact),
             "posenc": err(logits(mine, ids, FAR, torch.float32), exact),
         }
+        # the float32 floor: the patched model's error at position 0, where phases are exact
+        row["error_0"] = err(
+            logits(mine, ids, 0, torch.float32), logits(mine, ids, 0, torch.float64)
+        )
     except Exception as error:
         row["reason"] = f"measuring failed: {type(error).__name__}: {str(error)[:300]}"
     return row

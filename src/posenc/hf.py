@@ -1372,7 +1372,7 @@ def _rotation_disagreement(function: Callable[..., Any], rotation: Rotation) -> 
     """
     generator = torch.Generator().manual_seed(0)
     rope = RotaryEmbedding(16, base=100.0)
-    pairs = rope.cos_sin(5, positions=torch.arange(5)[None] * 37, dtype=torch.float32)
+    pairs = rope.cos_sin(5, positions=torch.arange(5)[None] * 37, batch=1, dtype=torch.float32)
     tables = _FORMS["halved" if rotation is _HALVED else "widened"](*pairs)
     assert isinstance(tables, tuple)
     cos, sin = tables
