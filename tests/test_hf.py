@@ -917,15 +917,18 @@ def test_the_generic_rule_replaces_a_module_of_the_standard_contract(generic: Mo
     assert "standin_generic" not in FAMILIES
     model = patch_rotary(_ContractModel())
     module = model.rotaries[0]
-    assert isinstance(module, HFRotaryEmbedding) and module.form == "widened"
+    assert isinstance(module, HFRotaryEmbedding)
+    assert module.form == "widened"
     assert module.rotary.base == 20_000.0
     positions = torch.tensor([[0, 5, 4095, 10**6]])
     cos, sin = module(torch.zeros(1), positions)
     exact = rotary_from_config(_GENERIC_CONFIG).cos_sin(4, positions=positions, batch=1)
     assert torch.equal(cos, torch.cat((exact[0], exact[0]), -1))
+    assert torch.equal(sin, torch.cat((exact[1], exact[1]), -1))
     # one value per pair (gpt-oss's tables): the form is read from the module
     halved = patch_rotary(_ContractModel(_PerPairRotary)).rotaries[0]
-    assert isinstance(halved, HFRotaryEmbedding) and halved.form == "halved"
+    assert isinstance(halved, HFRotaryEmbedding)
+    assert halved.form == "halved"
     assert torch.equal(halved(torch.zeros(1), positions)[0], exact[0])
 
 
