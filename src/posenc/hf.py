@@ -1130,17 +1130,38 @@ def patch_rotary(model: nn.Module) -> nn.Module:
     RoPE on ``(3, B, L)`` position ids, whole models or their text models). In
     the Qwen-VL models only the language model's rotary is replaced: the vision
     tower's (2-D, on patch coordinates of a few hundred at most, where float32
-    phases are exact to about :math:`10^{-5}`) stays Hugging Face's.
+    phases are exact to about :math:`10^{-5}`) stays Hugging Face's. Qwen3.5 and
+    Qwen3.5-MoE: interleaved multimodal RoPE on a quarter of each head.
+
+    Any other model (the generic rule): each module of transformers' standard
+    rotary contract, ``forward(x, position_ids) -> (cos, sin)`` (or with
+    ``layer_type``), an ``inv_freq`` buffer (``<type>_inv_freq`` per layer
+    type), a ``config`` with ``rope_parameters``, is read from its own config
+    as :func:`rotary_from_config` reads it, its tables' form (widened, or one
+    value per pair: ``"halved"``) and dtype from the module.
+
+    Every replacement, by a record or by the rule, is verified first: posenc's
+    tables and those of the module's class built again from its config (a
+    model cast to bf16 casts ``inv_freq`` too) are computed on float32 input at
+    positions 0 to 255, where float32 phases are within :math:`3.1 \cdot
+    10^{-5}` radians of exact; they must have the same shapes and agree within
+    :math:`10^{-4}`. A module that does not, or whose config posenc cannot
+    read, is left and named in a :class:`RotaryMismatchWarning`; when no module
+    agrees, a ``TypeError`` names them all and the model is unchanged.
 
     Args:
-        model: A model of a supported family, e.g. ``LlamaForCausalLM``.
+        model: A Hugging Face model, e.g. ``LlamaForCausalLM``.
 
     Returns:
         ``model``, patched.
 
     Raises:
-        TypeError: the model is not of a supported family (the message names
-            it and the families), or it has no rotary module.
+        TypeError: the model has neither a record nor a module of the standard
+            contract (the message names it and the records), a record's model has
+            no rotary module, or no module's tables agree with posenc's.
+
+    Warns:
+        RotaryMismatchWarning: a module was left because its tables disagree.
     """
     family = _record(model)
     found: list[tuple[str, nn.Module, Family]]
@@ -1309,6 +1330,12 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
     (each does not save what another installed), and a model's modules give
     float32 tables while any of its handles is active.
 
+    For a model of the generic rule (no record), the functions of the standard
+    contract in its modeling modules (``apply_rotary_pos_emb``; DeepSeek's
+    ``apply_rotary_pos_emb_interleave``, which rotates interleaved pairs and
+    returns them in rotate-half order) are each verified first: rotated by
+    them and by posenc's on a random float32 query and key, within 1e-5.
+
     Args:
         model: A model patched by :func:`patch_rotary`.
 
@@ -1316,7 +1343,9 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
         The handle that undoes the change.
 
     Raises:
-        TypeError: the model is not of a supported family, or not patched.
+        TypeError: the model is not supported, or not patched; or a rotation
+            function of the generic rule is not reproduced by posenc's (named:
+            an error, as the patched tables would reach it in float32).
     """
     family = _record(model)
     modules = [m for m in model.modules() if isinstance(m, HFRotaryEmbedding)]
