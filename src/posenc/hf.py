@@ -1106,7 +1106,7 @@ def _place(model: nn.Module, name: str, module: nn.Module) -> None:
 
 
 def patch_rotary(model: nn.Module) -> nn.Module:
-    """Replace every rotary module of a Hugging Face model by posenc's, in place.
+    r"""Replace every rotary module of a Hugging Face model by posenc's, in place.
 
     Each ``rotary_emb`` becomes an :class:`HFRotaryEmbedding` built from the
     rotary module's config (:func:`rotary_from_config`), on the replaced
