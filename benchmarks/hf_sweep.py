@@ -90,7 +90,8 @@ SAMPLE = (
     "llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3",
     "gpt_neox", "gptj", "cohere", "olmo2", "granite", "stablelm", "starcoder2", "llama4_text",
     "mixtral", "deepseek_v3", "deepseek_v4", "gpt_oss", "gemma4_text", "qwen3_next",
-    "qwen3_5_text", "glm4_moe", "ernie4_5", "hunyuan_v1_dense", "exaone4", "smollm3", "olmo3",
+    "qwen3_5_text", "qwen3_5_moe_text", "glm4_moe", "ernie4_5", "hunyuan_v1_dense",
+    "exaone4", "smollm3", "olmo3",
 )  # fmt: skip
 
 
