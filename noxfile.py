@@ -197,6 +197,14 @@ print(f"posenc {posenc.__version__} from {posenc.__file__}, torch {torch.__versi
 """
 
 
+@nox.session(name="hf-sweep", reuse_venv=True)
+def hf_sweep(session: nox.Session) -> None:
+    """Every causal-LM family of the pinned transformers patched by posenc.hf; saves
+    benchmarks/results/hf-families.json (``-- --sample`` for the CI sample). Not a test."""
+    install(session, "peers")
+    session.run("python", "benchmarks/hf_sweep.py", *session.posargs)
+
+
 @nox.session(reuse_venv=True)
 def bench(session: nox.Session) -> None:
     """Every timing (input layer, table, RoPE) against its floor, both allocators; --save."""

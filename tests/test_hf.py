@@ -27,6 +27,7 @@ from posenc.hf import (
     FAMILIES,
     RECORDS,
     HFRotaryEmbedding,
+    RotaryMismatchWarning,
     exact_rotation,
     patch_rotary,
     rotary_from_config,
@@ -406,8 +407,9 @@ def test_unsupported_models_are_named() -> None:
         patch_rotary(BertModel())
     with pytest.raises(
         TypeError,
-        match=r"Glm4vForConditionalGeneration \(model_type='glm4v'\); it patches the model "
-        r"types llama, .*, qwen2_vl, qwen2_vl_text, .*, qwen3_vl_moe_text$",
+        match=r"Glm4vForConditionalGeneration \(model_type='glm4v'\): it has no rotary module "
+        r"of transformers' standard contract .*; the records are the model "
+        r"types llama, .*, qwen2_vl, qwen2_vl_text, .*, qwen3_5_moe_text$",
     ):
         patch_rotary(Glm4vForConditionalGeneration())
 
@@ -605,9 +607,18 @@ def _hf_rotation(q, k, cos, sin, unsqueeze_dim=1):  # type: ignore[no-untyped-de
 
 
 class _StandInRotary(torch.nn.Module):
-    def __init__(self) -> None:
+    """Llama's rotary as transformers computes it (float32 phases), for LLAMA's config."""
+
+    def __init__(self, config: object = None) -> None:
         super().__init__()
-        self.register_buffer("inv_freq", torch.ones(4), persistent=False)
+        self.config = config
+        inv_freq = 1.0 / 500_000.0 ** (torch.arange(0, 32, 2, dtype=torch.float) / 32)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x, position_ids):  # type: ignore[no-untyped-def]
+        freqs = position_ids[..., None].float() * self.inv_freq
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
 
 
 class _StandInModel(torch.nn.Module):
@@ -615,7 +626,7 @@ class _StandInModel(torch.nn.Module):
         super().__init__()
         self.config = SimpleNamespace(**LLAMA)
         self.proj = torch.nn.Linear(4, 4)
-        self.rotary_emb = _StandInRotary()
+        self.rotary_emb = _StandInRotary(self.config)
 
 
 _StandInRotary.__name__ = "LlamaRotaryEmbedding"
@@ -702,7 +713,7 @@ def test_patch_rotary_new_modules_take_the_mode_and_dtype(modeling: ModuleType) 
 
 # One position takes rows of the tables as views when the form copies them anyway
 # (RotaryEmbedding._held_rows, views=True): what a caller gets is still its own.
-@pytest.mark.parametrize("form", ["widened", "repeated", "gptj", "complex"])
+@pytest.mark.parametrize("form", ["widened", "repeated", "gptj", "complex", "halved"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_one_position_tables_are_new_tensors_equal_to_a_gathered_batch(
     form: str, dtype: torch.dtype
@@ -810,10 +821,11 @@ def test_a_new_rope_type_that_reads_the_trained_length_gets_it(
 def test_each_table_form_says_whether_it_copies_the_rows() -> None:
     # HFRotaryEmbedding serves rows that may be views of its tables to the forms that
     # copy them: the form record's claim is what its function does.
-    from posenc.hf import _FORMS
+    from posenc.hf import _FORMS, _STANDARD_ROTATIONS
 
     cos, sin = torch.rand(2, 3, 4), torch.rand(2, 3, 4)
-    assert set(_FORMS) == {family.form for family in RECORDS.values()}
+    used = {family.form for family in RECORDS.values()} | set(_STANDARD_ROTATIONS)
+    assert set(_FORMS) == used
     for name, form in _FORMS.items():
         assert form.name == name
         out = form(cos, sin)
@@ -822,3 +834,132 @@ def test_each_table_form_says_whether_it_copies_the_rows() -> None:
             t.untyped_storage().data_ptr() in {cos.data_ptr(), sin.data_ptr()} for t in tensors
         )
         assert shares is not form.copies, name
+
+
+# -- The generic rule: transformers' standard rotary contract, verified before replacing --
+
+_GENERIC = "transformers.models.standin_generic.modeling_standin_generic"
+_GENERIC_CONFIG = {
+    "model_type": "standin_generic",
+    "hidden_size": 128,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 8192,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 20_000.0},
+}
+
+
+class _ContractRotary(torch.nn.Module):
+    """A rotary module of the standard contract: float32 phases, as transformers' modules.
+
+    Built from its config only, as transformers' are (patch_rotary verifies against one
+    built again so). Subclasses compute what the config does not say, or say it in
+    another form.
+    """
+
+    base: float | None = None  # the config's
+    per_pair = False  # one value per pair (gpt-oss's form) instead of widened tables
+
+    def __init__(self, config: object) -> None:
+        super().__init__()
+        self.config = config
+        theta = self.base or config.rope_parameters["rope_theta"]  # type: ignore[attr-defined]
+        inv_freq = 1.0 / theta ** (torch.arange(0, 32, 2, dtype=torch.float) / 32)
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        self.attention_scaling = 1.0
+
+    def forward(self, x, position_ids):  # type: ignore[no-untyped-def]
+        freqs = position_ids[..., None].float() * self.inv_freq
+        emb = freqs if self.per_pair else torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+class _PerPairRotary(_ContractRotary):
+    per_pair = True
+
+
+class _WrongBaseRotary(_ContractRotary):
+    base = 10_000.0  # the config says 20000
+
+
+class _ContractModel(torch.nn.Module):
+    def __init__(self, *kinds: type[_ContractRotary]) -> None:
+        super().__init__()
+        self.config = SimpleNamespace(**_GENERIC_CONFIG)
+        self.proj = torch.nn.Linear(4, 4)
+        self.rotaries = torch.nn.ModuleList(
+            kind(self.config) for kind in kinds or (_ContractRotary,)
+        )
+
+
+for _cls in (_ContractRotary, _PerPairRotary, _WrongBaseRotary, _ContractModel):
+    _cls.__module__ = _GENERIC
+
+
+def _rotate_half(q, k, cos, sin, unsqueeze_dim=1):  # type: ignore[no-untyped-def]
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+
+    def turn(x):  # type: ignore[no-untyped-def]
+        h = x.shape[-1] // 2
+        return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
+
+    return q * cos + turn(q) * sin, k * cos + turn(k) * sin
+
+
+@pytest.fixture
+def generic(monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    namespace = ModuleType(_GENERIC)
+    namespace.apply_rotary_pos_emb = _rotate_half  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, _GENERIC, namespace)
+    return namespace
+
+
+def test_the_generic_rule_replaces_a_module_of_the_standard_contract(generic: ModuleType) -> None:
+    assert "standin_generic" not in FAMILIES
+    model = patch_rotary(_ContractModel())
+    module = model.rotaries[0]
+    assert isinstance(module, HFRotaryEmbedding)
+    assert module.form == "widened"
+    assert module.rotary.base == 20_000.0
+    positions = torch.tensor([[0, 5, 4095, 10**6]])
+    cos, sin = module(torch.zeros(1), positions)
+    exact = rotary_from_config(_GENERIC_CONFIG).cos_sin(4, positions=positions, batch=1)
+    assert torch.equal(cos, torch.cat((exact[0], exact[0]), -1))
+    assert torch.equal(sin, torch.cat((exact[1], exact[1]), -1))
+    # one value per pair (gpt-oss's tables): the form is read from the module
+    halved = patch_rotary(_ContractModel(_PerPairRotary)).rotaries[0]
+    assert isinstance(halved, HFRotaryEmbedding)
+    assert halved.form == "halved"
+    assert torch.equal(halved(torch.zeros(1), positions)[0], exact[0])
+
+
+def test_a_module_that_disagrees_is_left_and_named(generic: ModuleType) -> None:
+    # the second module computes base 10000 where its config says 20000
+    with pytest.warns(
+        RotaryMismatchWarning,
+        match=r"patch_rotary left rotaries\.1 \(_WrongBaseRotary\): its tables differ from "
+        r"posenc's by [\d.]+ at positions below 256; the bound is 0\.0001",
+    ):
+        model = patch_rotary(_ContractModel(_ContractRotary, _WrongBaseRotary))
+    assert isinstance(model.rotaries[0], HFRotaryEmbedding)
+    assert type(model.rotaries[1]) is _WrongBaseRotary
+    # nothing agrees: an error, and the model is unchanged
+    with pytest.raises(TypeError, match=r"replaced nothing in _ContractModel: rotaries\.0 "):
+        patch_rotary(model := _ContractModel(_WrongBaseRotary))
+    assert type(model.rotaries[0]) is _WrongBaseRotary
+
+
+def test_exact_rotation_of_the_generic_rule_is_verified(generic: ModuleType) -> None:
+    model = patch_rotary(_ContractModel())
+    with exact_rotation(model):
+        assert generic.apply_rotary_pos_emb is not _rotate_half
+        q, k = torch.randn(1, 2, 3, 32), torch.randn(1, 2, 3, 32)
+        cos, sin = model.rotaries[0](q, torch.tensor([[0, 7, 900]]))
+        ours = generic.apply_rotary_pos_emb(q, k, cos, sin)
+        theirs = _rotate_half(q, k, cos, sin)
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(ours, theirs, strict=True))
+    assert generic.apply_rotary_pos_emb is _rotate_half
+    # a rotation function posenc's does not reproduce is refused by name, nothing replaced
+    generic.apply_rotary_pos_emb = lambda q, k, cos, sin, unsqueeze_dim=1: (q, k)
+    with pytest.raises(TypeError, match=r"modeling_standin_generic\.apply_rotary_pos_emb: it "):
+        exact_rotation(model)
+    assert not model.rotaries[0].exact

@@ -23,7 +23,10 @@ RotaryEmbedding(head_dim=64, max_len=2048, base=500000)
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import sys
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType, TracebackType
@@ -41,6 +44,7 @@ __all__ = [
     "ExactRotation",
     "Family",
     "HFRotaryEmbedding",
+    "RotaryMismatchWarning",
     "Rotation",
     "exact_rotation",
     "patch_rotary",
@@ -48,7 +52,7 @@ __all__ = [
 ]
 
 # The tables a Hugging Face rotary module returns (see HFRotaryEmbedding).
-_TableForm = Literal["widened", "repeated", "gptj", "complex"]
+_TableForm = Literal["widened", "repeated", "gptj", "complex", "halved"]
 # Tables precomputed per module: later positions are computed on the fly, same values.
 _MAX_LEN = 4096
 # Where a value goes in the rope parameters: (layer type or None for every set, key).
@@ -79,6 +83,37 @@ def _pair_rotation(
         apply_rotary(q, c, s, layout="interleaved"),
         apply_rotary(k, c, s, layout="interleaved"),
     )
+
+
+def _halved_rotation(
+    q: Tensor, k: Tensor, cos: Tensor, sin: Tensor, unsqueeze_dim: int = 1
+) -> tuple[Tensor, Tensor]:
+    """gpt-oss's ``apply_rotary_pos_emb`` (rotate-half, one value per pair), by posenc."""
+    c, s = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return apply_rotary(q, c, s), apply_rotary(k, c, s)
+
+
+def _interleave_rotation(
+    q: Tensor,
+    k: Tensor,
+    cos: Tensor,
+    sin: Tensor,
+    position_ids: Any = None,
+    unsqueeze_dim: int = 1,
+) -> tuple[Tensor, Tensor]:
+    """DeepSeek-V3's ``apply_rotary_pos_emb_interleave``, by posenc.
+
+    The pairs ``(2k, 2k + 1)`` of the input are rotated, and the result comes in
+    rotate-half order (the pairs' first features, then their second ones), as
+    Hugging Face's function returns it.
+    """
+    h = cos.shape[-1] // 2
+    c, s = cos.unsqueeze(unsqueeze_dim)[..., :h], sin.unsqueeze(unsqueeze_dim)[..., :h]
+
+    def halves(x: Tensor) -> Tensor:
+        return torch.cat((x[..., 0::2], x[..., 1::2]), dim=-1)
+
+    return apply_rotary(halves(q), c, s), apply_rotary(halves(k), c, s)
 
 
 def _gptj_rotation(tensor: Tensor, sin: Tensor, cos: Tensor) -> Tensor:
@@ -120,6 +155,15 @@ _HALF = Rotation("apply_rotary_pos_emb", _half_rotation)
 _PAIRS = Rotation("apply_rotary_pos_emb", _pair_rotation)
 _GPTJ = Rotation("apply_rotary_pos_emb", _gptj_rotation)
 _COMPLEX = Rotation("apply_rotary_emb", _complex_rotation)
+_INTERLEAVE = Rotation("apply_rotary_pos_emb_interleave", _interleave_rotation)
+_HALVED = Rotation("apply_rotary_pos_emb", _halved_rotation)
+# The rotation functions of transformers' standard contract, by the form of the tables they
+# take: a family's modeling module holds one or more of them, each verified against
+# posenc's before it is replaced.
+_STANDARD_ROTATIONS: dict[str, tuple[Rotation, ...]] = {
+    "widened": (_HALF, _INTERLEAVE),
+    "halved": (_HALVED,),
+}
 
 
 # -- One record per model family ---------------------------------------------------------
@@ -182,7 +226,7 @@ class Family:
     model_types: tuple[str, ...]
     rotary_classes: tuple[str, ...]
     layout: RotaryLayout = "half"
-    form: Literal["widened", "repeated", "gptj", "complex"] = "widened"
+    form: _TableForm = "widened"
     rotation: Rotation = _HALF
     table_dtype: torch.dtype | None = None
     keys: Mapping[str, tuple[str | None, str]] = field(default_factory=dict)
@@ -207,7 +251,8 @@ def _half(name: str, cls: str, **more: Any) -> Family:
 def _qwen_vl(
     name: str, cls: str, mrope: tuple[tuple[int, int, int], bool], base: float, **more: Any
 ) -> Family:
-    return Family(name, (name, f"{name}_text"), (cls,), mrope=mrope, defaults=_theta(base), **more)
+    more.setdefault("defaults", _theta(base))
+    return Family(name, (name, f"{name}_text"), (cls,), mrope=mrope, **more)
 
 
 _MROPE_ALIAS = {"mrope": "default"}
@@ -299,6 +344,21 @@ RECORDS: dict[str, Family] = {
         ),
         _qwen_vl("qwen3_vl", "Qwen3VLTextRotaryEmbedding", ((24, 20, 20), True), 5e5),
         _qwen_vl("qwen3_vl_moe", "Qwen3VLMoeTextRotaryEmbedding", ((24, 20, 20), True), 5e5),
+        # Qwen3.5: interleaved multimodal RoPE whose section falls back on the code's
+        # [11, 11, 10], a quarter of each head rotated (the config class's default)
+        *(
+            _qwen_vl(
+                name,
+                cls,
+                ((11, 11, 10), True),
+                1e4,
+                defaults={(None, "rope_theta"): 1e4, (None, "partial_rotary_factor"): 0.25},
+            )
+            for name, cls in (
+                ("qwen3_5", "Qwen3_5TextRotaryEmbedding"),
+                ("qwen3_5_moe", "Qwen3_5MoeTextRotaryEmbedding"),
+            )
+        ),
     )
 }
 
@@ -620,6 +680,10 @@ def _sin_cos(cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
     return sin, cos
 
 
+def _halves(cos: Tensor, sin: Tensor) -> tuple[Tensor, Tensor]:
+    return cos, sin
+
+
 def _complex(cos: Tensor, sin: Tensor) -> Tensor:
     return torch.complex(cos, sin)
 
@@ -652,6 +716,7 @@ _FORMS: dict[str, _Form] = {
         _Form("repeated", _repeated, copies=True),
         _Form("gptj", _sin_cos, copies=False),  # the rows themselves
         _Form("complex", _complex, copies=True),
+        _Form("halved", _halves, copies=False),  # the rows themselves, (cos, sin)
     )
 }
 
@@ -736,7 +801,7 @@ class HFRotaryEmbedding(nn.Module):
         self,
         rotary: RotaryEmbedding | Mapping[str, RotaryEmbedding],
         *,
-        form: Literal["widened", "repeated", "gptj", "complex"] = "widened",
+        form: _TableForm = "widened",
         table_dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -840,17 +905,38 @@ class HFRotaryEmbedding(nn.Module):
         return chosen
 
 
-def _check_supported(model: nn.Module, what: str) -> Family:
-    """The record of a model's family; TypeError naming it and the families if none."""
+class RotaryMismatchWarning(UserWarning):
+    """A rotary module whose tables posenc's disagree with: :func:`patch_rotary` left it.
+
+    The warning names the module (its path in the model and its class) and the
+    largest difference found, or why posenc could not build its tables.
+    """
+
+
+# The probe a replacement is verified on: positions 0 to 255, where the float32 phases of
+# Hugging Face's modules are within 2 * 256 * 2**-24 < 3.1e-5 radians of exact, whatever
+# the frequency, so their cos and sin (times the attention factor, at most a few) are within
+# _AGREE of posenc's; a wrong base, scaling, rotated width or layout is off by far more.
+_PROBE = 256
+_AGREE = 1e-4
+
+
+def _record(model: nn.Module) -> Family | None:
+    """The record of a model's family (by its config's ``model_type``), None if none."""
     config = getattr(model, "config", None)
     model_type = _get(config, "model_type") if config is not None else None
-    family = _BY_TYPE.get(model_type) if isinstance(model_type, str) else None
-    if family is None:
-        raise TypeError(
-            f"{what} does not support {type(model).__name__} (model_type={model_type!r}); "
-            f"it patches the model types {', '.join(FAMILIES)}"
-        )
-    return family
+    return _BY_TYPE.get(model_type) if isinstance(model_type, str) else None
+
+
+def _unsupported(model: nn.Module, what: str) -> TypeError:
+    config = getattr(model, "config", None)
+    model_type = _get(config, "model_type") if config is not None else None
+    return TypeError(
+        f"{what} does not support {type(model).__name__} (model_type={model_type!r}): it "
+        "has no rotary module of transformers' standard contract (forward(x, position_ids) "
+        "-> (cos, sin), an inv_freq buffer, a config with rope_parameters), and no record; "
+        f"the records are the model types {', '.join(FAMILIES)}"
+    )
 
 
 def _is_rotary(module: nn.Module, family: Family) -> bool:
@@ -859,7 +945,139 @@ def _is_rotary(module: nn.Module, family: Family) -> bool:
     return cls.__module__.startswith("transformers.") and cls.__name__ in family.rotary_classes
 
 
-def _replacement(module: nn.Module, model: nn.Module, family: Family) -> HFRotaryEmbedding:
+def _follows_contract(module: nn.Module) -> bool:
+    """Whether a module is a rotary module of transformers' standard contract.
+
+    A class of ``transformers``, with an ``inv_freq`` buffer (or one per layer type,
+    ``<type>_inv_freq``), a ``config`` with ``rope_parameters``, and
+    ``forward(x, position_ids)`` (``forward(x, position_ids, layer_type)`` with one
+    table per layer type). What it computes is verified before it is replaced.
+    """
+    cls = type(module)
+    if not cls.__module__.startswith("transformers.") or isinstance(module, HFRotaryEmbedding):
+        return False
+    buffers = [name for name, _ in module.named_buffers(recurse=False)]
+    if not any(name == "inv_freq" or name.endswith("_inv_freq") for name in buffers):
+        return False
+    if not isinstance(_get(getattr(module, "config", None), "rope_parameters"), Mapping):
+        return False
+    try:
+        params = list(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):  # pragma: no cover - a builtin forward
+        return False
+    return params[:2] == ["x", "position_ids"] and params[2:] in ([], ["layer_type"])
+
+
+def _standard(module: nn.Module) -> Family:
+    """The reading of a module of the standard contract: its config, rotate-half, widened.
+
+    Its config's class has filled in the family's defaults, so the record has none.
+    """
+    model_type = _get(module.config, "model_type")
+    name = model_type if isinstance(model_type, str) else type(module).__name__
+    return Family(name, (name,), (type(module).__name__,), defaults={})
+
+
+def _parts(tables: Any) -> list[Tensor]:
+    """The tensors a rotary module returns, complex ones as their real and imaginary parts."""
+    found = list(tables) if isinstance(tables, (tuple, list)) else [tables]
+    out: list[Tensor] = []
+    for table in found:
+        if isinstance(table, Tensor) and table.is_complex():
+            out += [table.real, table.imag]
+        else:
+            out.append(table)
+    return out
+
+
+def _tables_of(module: nn.Module, device: torch.device) -> tuple[torch.dtype | None, int | None]:
+    """What a module of the standard contract returns to a bfloat16 input at one position.
+
+    Returns:
+        float32 where its tables are float32 whatever the input (OLMo 2's), else None;
+        and their width (None where the call fails: the verification names why).
+    """
+    x = torch.zeros(1, dtype=torch.bfloat16, device=device)
+    position = torch.zeros(1, 1, dtype=torch.long, device=device)
+    layer_types = getattr(module, "layer_types", None)
+    args = (x, position) if not layer_types else (x, position, sorted(layer_types)[0])
+    try:
+        with torch.no_grad():
+            tables = _parts(module(*args))
+    except Exception:
+        return None, None
+    dtypes = {t.dtype for t in tables}
+    widths = {t.shape[-1] for t in tables}
+    width = widths.pop() if len(widths) == 1 else None
+    return (torch.float32 if dtypes == {torch.float32} else None), width
+
+
+def _reference(module: nn.Module) -> tuple[nn.Module, torch.device]:
+    """The module to verify against, and its device: a new one built from its config.
+
+    A model cast to bfloat16 casts its modules' ``inv_freq`` buffers too; the
+    module's class, built again from its config on the CPU, holds them as
+    transformers computes them. A class that cannot be built so is used as it is.
+    """
+    config = getattr(module, "config", None)
+    if config is not None:
+        try:
+            with torch.device("cpu"):
+                return type(module)(config), torch.device("cpu")
+        except Exception:  # its own constructor: the module itself is the reference
+            pass
+    return module, _device_of(module, module)
+
+
+def _disagreement(original: nn.Module, new: HFRotaryEmbedding) -> str | None:
+    """Why ``new`` may not replace ``original``: None when their tables agree.
+
+    Both are called on float32 input at positions ``0 .. _PROBE - 1`` (for
+    multimodal RoPE ``(3, 1, L)`` positions with three different axes), per layer
+    type; every table must have the same shape and agree within ``_AGREE``.
+    """
+    kinds: list[str | None] = list(new.rotary) if isinstance(new.rotary, nn.ModuleDict) else [None]
+    original, device = _reference(original)
+    x = torch.zeros(1, dtype=torch.float32, device=device)
+    positions = torch.arange(_PROBE, device=device)[None]
+    for kind in kinds:
+        rotary = new._rotary(kind)
+        pos = positions
+        if rotary.n_axes == 3 and rotary.axes is None:
+            pos = torch.stack((positions, positions // 2, positions // 3))
+        args: tuple[Any, ...] = (x, pos) if kind is None else (x, pos, kind)
+        try:
+            with torch.no_grad():
+                theirs = [t.cpu() for t in _parts(original(*args))]
+                ours = _parts(new(*(a.cpu() if isinstance(a, Tensor) else a for a in args)))
+        except Exception as error:
+            return f"calling it on the probe raised {type(error).__name__}: {error}"
+        shapes = [tuple(t.shape) for t in theirs], [tuple(t.shape) for t in ours]
+        if shapes[0] != shapes[1]:
+            return f"its tables have the shapes {shapes[0]}, posenc's {shapes[1]}"
+        pairs = zip(theirs, ours, strict=True)
+        worst = max((float((a.double() - b.double()).abs().max()) for a, b in pairs), default=0.0)
+        if not worst <= _AGREE:
+            where = "" if kind is None else f" (layer type {kind!r})"
+            return (
+                f"its tables differ from posenc's by {worst:.3g} at positions below {_PROBE}"
+                f"{where}; the bound is {_AGREE:g}"
+            )
+    return None
+
+
+def _rotary_width(module: HFRotaryEmbedding) -> int:
+    """The width of a module's widened tables: the rotated features."""
+    rotary = module.rotary
+    first = rotary if isinstance(rotary, RotaryEmbedding) else next(iter(rotary.values()))
+    assert isinstance(first, RotaryEmbedding)
+    cos, _ = first.cos_sin(1, dtype=torch.float32)
+    return 2 * cos.shape[-1]
+
+
+def _replacement(
+    module: nn.Module, model: nn.Module, family: Family, table_dtype: torch.dtype | None = None
+) -> HFRotaryEmbedding:
     config = _text_config(getattr(module, "config", None) or getattr(model, "config", None))
     layer_types = getattr(module, "layer_types", None)
     rotary: RotaryEmbedding | dict[str, RotaryEmbedding]
@@ -871,7 +1089,9 @@ def _replacement(module: nn.Module, model: nn.Module, family: Family) -> HFRotar
         }
     else:
         rotary = _rotary(config, family, None)
-    return HFRotaryEmbedding(rotary, form=family.form, table_dtype=family.table_dtype)
+    return HFRotaryEmbedding(
+        rotary, form=family.form, table_dtype=family.table_dtype or table_dtype
+    )
 
 
 def _rope_parameters_for(config: Any, layer_type: str) -> bool:
@@ -886,7 +1106,7 @@ def _place(model: nn.Module, name: str, module: nn.Module) -> None:
 
 
 def patch_rotary(model: nn.Module) -> nn.Module:
-    """Replace every rotary module of a Hugging Face model by posenc's, in place.
+    r"""Replace every rotary module of a Hugging Face model by posenc's, in place.
 
     Each ``rotary_emb`` becomes an :class:`HFRotaryEmbedding` built from the
     rotary module's config (:func:`rotary_from_config`), on the replaced
@@ -910,22 +1130,49 @@ def patch_rotary(model: nn.Module) -> nn.Module:
     RoPE on ``(3, B, L)`` position ids, whole models or their text models). In
     the Qwen-VL models only the language model's rotary is replaced: the vision
     tower's (2-D, on patch coordinates of a few hundred at most, where float32
-    phases are exact to about :math:`10^{-5}`) stays Hugging Face's.
+    phases are exact to about :math:`10^{-5}`) stays Hugging Face's. Qwen3.5 and
+    Qwen3.5-MoE: interleaved multimodal RoPE on a quarter of each head.
+
+    Any other model (the generic rule): each module of transformers' standard
+    rotary contract, ``forward(x, position_ids) -> (cos, sin)`` (or with
+    ``layer_type``), an ``inv_freq`` buffer (``<type>_inv_freq`` per layer
+    type), a ``config`` with ``rope_parameters``, is read from its own config
+    as :func:`rotary_from_config` reads it, its tables' form (widened, or one
+    value per pair: ``"halved"``) and dtype from the module.
+
+    Every replacement, by a record or by the rule, is verified first: posenc's
+    tables and those of the module's class built again from its config (a
+    model cast to bf16 casts ``inv_freq`` too) are computed on float32 input at
+    positions 0 to 255, where float32 phases are within :math:`3.1 \cdot
+    10^{-5}` radians of exact; they must have the same shapes and agree within
+    :math:`10^{-4}`. A module that does not, or whose config posenc cannot
+    read, is left and named in a :class:`RotaryMismatchWarning`; when no module
+    agrees, a ``TypeError`` names them all and the model is unchanged.
 
     Args:
-        model: A model of a supported family, e.g. ``LlamaForCausalLM``.
+        model: A Hugging Face model, e.g. ``LlamaForCausalLM``.
 
     Returns:
         ``model``, patched.
 
     Raises:
-        TypeError: the model is not of a supported family (the message names
-            it and the families), or it has no rotary module.
+        TypeError: the model has neither a record nor a module of the standard
+            contract (the message names it and the records), a record's model has
+            no rotary module, or no module's tables agree with posenc's.
+
+    Warns:
+        RotaryMismatchWarning: a module was left because its tables disagree.
     """
-    family = _check_supported(model, "patch_rotary")
-    found = [(n, m) for n, m in model.named_modules() if _is_rotary(m, family)]
+    family = _record(model)
+    found: list[tuple[str, nn.Module, Family]]
+    if family is not None:
+        found = [(n, m, family) for n, m in model.named_modules() if _is_rotary(m, family)]
+    else:  # the generic rule: each module of the standard contract, read from its config
+        found = [(n, m, _standard(m)) for n, m in model.named_modules() if _follows_contract(m)]
     already = any(isinstance(m, HFRotaryEmbedding) for m in model.modules())
     if not found and not already:
+        if family is None:
+            raise _unsupported(model, "patch_rotary")
         raise TypeError(
             f"patch_rotary found no rotary module in {type(model).__name__} "
             f"(model_type={_get(model.config, 'model_type')!r}; its rotary classes: "
@@ -933,12 +1180,38 @@ def patch_rotary(model: nn.Module) -> nn.Module:
         )
     floating = (p for p in model.parameters() if p.is_floating_point())
     dtype = next((p.dtype for p in floating), torch.get_default_dtype())
-    for name, module in found:
-        new = _replacement(module, model, family)
+    left: list[str] = []
+    for name, module, record in found:
+        device = _device_of(module, model)
+        try:
+            table_dtype = None
+            if record is not family:  # the generic rule: the tables' dtype and form
+                table_dtype, width = _tables_of(module, device)
+                new = _replacement(module, model, record)
+                if width is not None and width * 2 == _rotary_width(new):  # one per pair
+                    record = dataclasses.replace(record, form="halved")
+            new = _replacement(module, model, record, table_dtype)
+        except Exception as error:  # e.g. Gemma 4's per-layer head_dim refuses a global read
+            reason: str | None = f"posenc cannot read its config: {type(error).__name__}: {error}"
+        else:
+            reason = _disagreement(module, new)  # verified on the CPU, in float32
+        if reason is not None:
+            left.append(f"{name or 'the model'} ({type(module).__name__}): {reason}")
+            continue
         # where the module was (its own buffers' device: a model split over devices
         # keeps each rotary beside its layers), in the model's dtype, in its mode
-        new.to(device=_device_of(module, model), dtype=dtype).train(module.training)
+        new.to(device=device, dtype=dtype).train(module.training)
         _place(model, name, new)
+    if left and len(left) == len(found) and not already:
+        raise TypeError(
+            f"patch_rotary replaced nothing in {type(model).__name__}: " + "; ".join(left)
+        )
+    for what in left:
+        warnings.warn(
+            f"patch_rotary left {what}; Hugging Face's module stays",
+            RotaryMismatchWarning,
+            stacklevel=2,
+        )
     return model
 
 
@@ -997,16 +1270,18 @@ class ExactRotation:
         modules: list[HFRotaryEmbedding],
         functions: list[ModuleType],
         rotation: Rotation = _HALF,
+        *,
+        rotations: list[tuple[ModuleType, Rotation]] | None = None,
     ) -> None:
         self._modules = modules
-        self._rotation = rotation
-        self._namespaces = functions
+        # (modeling module, rotation) pairs: one rotation in each module given, or those given
+        self._held = [(namespace, rotation) for namespace in functions] + list(rotations or [])
         self.active: bool = True
         for module in modules:
             module._exact_holds += 1
             module.exact = True
-        for namespace in functions:
-            _hold(namespace, rotation)
+        for namespace, held in self._held:
+            _hold(namespace, held)
 
     def undo(self) -> None:
         """Release this handle's hold: what no other active handle holds is restored.
@@ -1015,8 +1290,8 @@ class ExactRotation:
         """
         if not self.active:
             return
-        for namespace in reversed(self._namespaces):
-            _release(namespace, self._rotation)
+        for namespace, held in reversed(self._held):
+            _release(namespace, held)
         for module in self._modules:
             module._exact_holds = max(module._exact_holds - 1, 0)
             module.exact = module._exact_holds > 0
@@ -1055,6 +1330,12 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
     (each does not save what another installed), and a model's modules give
     float32 tables while any of its handles is active.
 
+    For a model of the generic rule (no record), the functions of the standard
+    contract in its modeling modules (``apply_rotary_pos_emb``; DeepSeek's
+    ``apply_rotary_pos_emb_interleave``, which rotates interleaved pairs and
+    returns them in rotate-half order) are each verified first: rotated by
+    them and by posenc's on a random float32 query and key, within 1e-5.
+
     Args:
         model: A model patched by :func:`patch_rotary`.
 
@@ -1062,10 +1343,14 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
         The handle that undoes the change.
 
     Raises:
-        TypeError: the model is not of a supported family, or not patched.
+        TypeError: the model is not supported, or not patched; or a rotation
+            function of the generic rule is not reproduced by posenc's (named:
+            an error, as the patched tables would reach it in float32).
     """
-    family = _check_supported(model, "exact_rotation")
+    family = _record(model)
     modules = [m for m in model.modules() if isinstance(m, HFRotaryEmbedding)]
+    if family is None and not modules:
+        raise _unsupported(model, "exact_rotation")
     if not modules:
         raise TypeError(
             f"exact_rotation needs a model patched by patch_rotary: {type(model).__name__} "
@@ -1074,10 +1359,64 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
     namespaces: dict[str, ModuleType] = {}
     for module in model.modules():
         namespace = sys.modules.get(type(module).__module__)
-        if (
-            namespace is not None
-            and namespace.__name__.startswith("transformers.models.")
-            and callable(getattr(namespace, family.rotation.name, None))
-        ):
+        if namespace is not None and namespace.__name__.startswith("transformers.models."):
             namespaces[namespace.__name__] = namespace
-    return ExactRotation(modules, list(namespaces.values()), family.rotation)
+    forms = sorted({m.form for m in modules})
+    held: list[tuple[ModuleType, Rotation]] = []
+    refused: list[str] = []
+    for namespace in namespaces.values():
+        candidates = (
+            (family.rotation,)
+            if family is not None
+            else tuple(r for form in forms for r in _STANDARD_ROTATIONS.get(form, ()))
+        )
+        for rotation in dict.fromkeys(candidates):
+            function = getattr(namespace, rotation.name, None)
+            if not callable(function):
+                continue
+            if family is None:  # the generic rule: verified before it is replaced
+                original = _INSTALLED.get((namespace.__name__, rotation.name), (function, 0))[0]
+                reason = _rotation_disagreement(original, rotation)
+                if reason is not None:
+                    refused.append(f"{namespace.__name__}.{rotation.name}: {reason}")
+                    continue
+            held.append((namespace, rotation))
+    if refused:
+        # an error, not a warning: the patched modules would hand float32 tables to a
+        # function that rounds as Hugging Face's does, and the model would not be exact
+        raise TypeError(
+            "exact_rotation cannot replace the rotation of "
+            f"{type(model).__name__}: " + "; ".join(refused)
+        )
+    return ExactRotation(modules, [], rotations=held)
+
+
+def _rotation_disagreement(function: Callable[..., Any], rotation: Rotation) -> str | None:
+    """Why posenc's ``rotation`` may not replace ``function``: None when they agree.
+
+    Both rotate the same random float32 query and key by widened tables of
+    positions up to 148, over the whole head and, where ``function`` takes a
+    head wider than its tables (partial rotary), over a head twice as wide;
+    they must agree within 1e-5.
+    """
+    generator = torch.Generator().manual_seed(0)
+    rope = RotaryEmbedding(16, base=100.0)
+    pairs = rope.cos_sin(5, positions=torch.arange(5)[None] * 37, batch=1, dtype=torch.float32)
+    tables = _FORMS["halved" if rotation is _HALVED else "widened"](*pairs)
+    assert isinstance(tables, tuple)
+    cos, sin = tables
+    for width, optional in ((16, False), (32, True)):
+        q, k = (torch.randn(1, 2, 5, width, generator=generator) for _ in range(2))
+        try:
+            theirs = function(q, k, cos, sin)
+        except Exception as error:
+            if optional:
+                continue
+            return f"calling it raised {type(error).__name__}: {error}"
+        ours = rotation.exact(q, k, cos, sin)
+        if not all(
+            isinstance(a, Tensor) and a.shape == b.shape and float((a - b).abs().max()) <= 1e-5
+            for a, b in zip(theirs, ours, strict=False)
+        ):
+            return f"it does not rotate as posenc's {rotation.exact.__name__} (head of {width})"
+    return None
