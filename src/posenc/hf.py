@@ -46,13 +46,14 @@ __all__ = [
     "HFRotaryEmbedding",
     "RotaryMismatchWarning",
     "Rotation",
+    "TableForm",
     "exact_rotation",
     "patch_rotary",
     "rotary_from_config",
 ]
 
 # The tables a Hugging Face rotary module returns (see HFRotaryEmbedding).
-_TableForm = Literal["widened", "repeated", "gptj", "complex", "halved"]
+TableForm = Literal["widened", "repeated", "gptj", "complex", "halved"]
 # Tables precomputed per module: later positions are computed on the fly, same values.
 _MAX_LEN = 4096
 # Where a value goes in the rope parameters: (layer type or None for every set, key).
@@ -226,7 +227,7 @@ class Family:
     model_types: tuple[str, ...]
     rotary_classes: tuple[str, ...]
     layout: RotaryLayout = "half"
-    form: _TableForm = "widened"
+    form: TableForm = "widened"
     rotation: Rotation = _HALF
     table_dtype: torch.dtype | None = None
     keys: Mapping[str, tuple[str | None, str]] = field(default_factory=dict)
@@ -801,7 +802,7 @@ class HFRotaryEmbedding(nn.Module):
         self,
         rotary: RotaryEmbedding | Mapping[str, RotaryEmbedding],
         *,
-        form: _TableForm = "widened",
+        form: TableForm = "widened",
         table_dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
@@ -816,7 +817,7 @@ class HFRotaryEmbedding(nn.Module):
         self.rotary: RotaryEmbedding | nn.ModuleDict = (
             rotary if isinstance(rotary, RotaryEmbedding) else nn.ModuleDict(dict(rotary))
         )
-        self.form: _TableForm = form
+        self.form: TableForm = form
         self.table_dtype: torch.dtype | None = table_dtype
         self.exact: bool = False
         # How many active exact_rotation handles hold this module: exact while any does.
