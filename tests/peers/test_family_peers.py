@@ -161,7 +161,7 @@ def test_where_hugging_face_differs_posenc_is_the_exact_formula() -> None:
     # HF computes floor(m · log(n / E) / log(max_distance / E)) with a float32 logarithm.
     # Where the exact quotient is an integer, float32 can land just below it. Over the
     # unidirectional configurations below (every distance up to max_distance + 2), HF
-    # and posenc differ at 2 distances; posenc holds the exact value at each.
+    # and posenc differ at 3 distances; posenc holds the exact value at each.
     differences = []
     for num_buckets in range(4, 41):
         for max_distance in (num_buckets // 2 + 1, 20, 27, 64, 100, 128, 196):
@@ -175,9 +175,10 @@ def test_where_hugging_face_differs_posenc_is_the_exact_formula() -> None:
             for n in (ours != theirs).nonzero().flatten().tolist():
                 differences.append((num_buckets, max_distance, n))
                 assert ours[n] == exact_bucket(n, num_buckets, max_distance)
-    # (17, 27, 18): 18 / 8 = 1.5 ** 2 and 27 / 8 = 1.5 ** 3, so 9 · log(18/8) / log(27/8)
-    # is exactly 6; (19, 196, 42): 42 / 9 = (196 / 9) ** (1/2), 10 · 1/2 is exactly 5.
-    assert differences == [(17, 27, 18), (19, 196, 42)]
+    # (17, 27, 12) and (17, 27, 18): 12 / 8 = 1.5 and 18 / 8 = 1.5 ** 2, while 27 / 8 =
+    # 1.5 ** 3, so 9 · log(n / 8) / log(27 / 8) is exactly 3 and 6; (19, 196, 42):
+    # 42 / 9 = (196 / 9) ** (1/2), 10 · 1/2 is exactly 5.
+    assert differences == [(17, 27, 12), (17, 27, 18), (19, 196, 42)]
 
 
 @pytest.mark.parametrize("is_decoder", [False, True])
