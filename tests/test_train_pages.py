@@ -234,3 +234,23 @@ def test_a_contradicted_claim_fails_the_build(full: dict[str, Any]) -> None:
         pages.holds(full, "nonsense small")
     with pytest.raises(ExtensionError, match="no finding"):
         pages.holds(full, "verdict small no-such-finding reproduced")
+
+
+def test_the_tables_show_verdicts_only_where_saved(full: dict[str, Any], tmp_path: Path) -> None:
+    where = ("trained.rst", 1)
+    text = pages.findings_table(full, "papers", where).astext()
+    assert text.count("not reproduced") == 6  # three findings, both scales (the synthetic set)
+    assert "pending" not in text
+    assert "Paired difference" in text
+    assert "ALiBi" in pages.best_table(full, where).astext()
+    assert "YaRN" in pages.passkey_table(full, where).astext()
+    assert "1000 steps" in pages.finetune_table(full, "4", where).astext()
+    assert "chosen" in pages.sweep_table(full, "small", where).astext()
+    fill(tmp_path, stop="main-long")
+    partial = pages.results(tmp_path)
+    text = pages.findings_table(partial, "papers", where).astext()
+    assert text.count("pending") == len(analysis.FINDINGS)  # the long scale's column
+    assert (
+        "Pending: 0 of 21 runs" in pages.loss_table(partial, "long", None, False, where).astext()
+    )
+    assert "refused" in pages.loss_table(partial, "small", None, False, where).astext()

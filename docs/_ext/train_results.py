@@ -263,7 +263,10 @@ def interval_cell(row: dict[str, Any] | None, where: Where) -> nodes.entry:
     if row is None or row["verdict"] is None:
         return text_cell(PENDING, where)
     lo, hi = row["interval"]
-    entry = text_cell(row["verdict"], where)
+    entry = nodes.entry()
+    para = nodes.paragraph()
+    para += words(nodes.strong(row["verdict"], row["verdict"]), where)
+    entry += para
     entry += cell(f"{row['mean']:+.3f}", f"[{lo:+.3f}, {hi:+.3f}]").children
     return entry
 
@@ -273,7 +276,7 @@ def findings_table(found: dict[str, Any], which: str, where: Where) -> nodes.tab
     names = main_scales(found)
     heads = ["finding", *[f"{name} scale" for name in names]]
     title = "Paired difference (first minus second, nats per byte), its 95% interval, the verdict"
-    out = new_table(title, heads, [46] + [18] * len(names), where)
+    out = new_table(title, heads, [40] + [22] * len(names), where)
     rows = body(out)
     for finding in findings:
         row = nodes.row()
@@ -417,7 +420,10 @@ def passkey_table(found: dict[str, Any], where: Where) -> nodes.Node:
         return pending_note(found, "finetune-passkey", where)
     plan = found["progress"]["plan"]["finetune"]
     distances = list(next(iter(next(iter(table.values())).values()))["passkey"])
-    title = "Passkey retrieval, exact match, by the key's distance (bytes): the seeds' mean, range"
+    title = (
+        "Passkey retrieval, exact match, by the key's distance (bytes): the seeds' mean, "
+        "and their range where they differ"
+    )
     heads = ["scaling", "steps", *distances]
     out = new_table(title, heads, [24, 8] + [10] * len(distances), where)
     rows = body(out)
@@ -432,7 +438,8 @@ def passkey_table(found: dict[str, Any], where: Where) -> nodes.Node:
                     row += text_cell(PENDING, where)
                     continue
                 v = entry["passkey"][d]
-                row += cell(f"{v['mean']:.0%}", f"{v['min']:.0%}–{v['max']:.0%}")
+                spread = [] if v["min"] == v["max"] else [f"{v['min']:.0%}–{v['max']:.0%}"]
+                row += cell(f"{v['mean']:.0%}", *spread)
             rows += row
     return out
 

@@ -121,7 +121,7 @@ def by_length(schemes, title):
         ax.set_xticks(ticks, [str(t) for t in ticks])
         ax.axvline(l_train, color="black", linestyle="--", linewidth=1)
         ax.set_xlabel("evaluation length (bytes)", fontsize=10)
-        ax.tick_params(labelsize=9)
+        ax.tick_params(labelsize=10)
     axes[0].set_ylabel("test loss (nats/byte)", fontsize=10)
     handles, labels = next(
         (
@@ -132,7 +132,7 @@ def by_length(schemes, title):
         ([], []),
     )
     if handles:
-        fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=9)
+        fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=10)
     fig.suptitle(title, fontsize=11)
     plt.show()
 
@@ -196,10 +196,10 @@ for ax, scale in zip(axes[0], scales, strict=True):
     ax.minorticks_off()
     ax.set_xlabel("learning rate", fontsize=10)
     ax.set_ylabel("validation loss, 1×", fontsize=10)
-    ax.tick_params(labelsize=9)
+    ax.tick_params(labelsize=10)
 handles, labels = axes[0][0].get_legend_handles_labels()
 if handles:
-    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=9)
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=10)
 plt.show()
 
 # %%
@@ -263,16 +263,19 @@ ax.set_xscale("symlog", linthresh=0.03, linscale=0.5)
 ticks = [-1, -0.3, -0.1, -0.03, 0, 0.03, 0.1, 0.3, 1]
 ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
 ax.set_xlabel(
-    "paired difference (nats/byte), first − second\n"
-    "a finding holds left of its bound (0, or a grey bar), or between two bars",
+    "paired difference, first − second (nats/byte)\n"
+    "holds left of its bound (0 or grey bar), or between two bars",
     fontsize=10,
 )
-ax.tick_params(labelsize=9)
+ax.tick_params(labelsize=10)
 pending = [scale for scale in scales if scale not in drawn]
 title = "Findings: mean paired difference and 95% interval"
 if pending:
-    title += f"\npending: the {' and '.join(pending)} scale (main runs not all saved)"
+    title += (
+        f"\npending: {' and '.join(pending)} scale{'s' if len(pending) > 1 else ''}"
+    )
+    title += " (main runs not all saved)"
 ax.set_title(title, fontsize=10)
 if drawn:
-    ax.legend(fontsize=9, title="scale", title_fontsize=9)
+    ax.legend(fontsize=10, title="scale", title_fontsize=10)
 plt.show()

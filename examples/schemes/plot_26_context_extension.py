@@ -95,7 +95,7 @@ for ax, multiple in zip(axes, ("4", "8"), strict=True):
     ax.set_xticks(plan["checkpoints"], [str(n) for n in plan["checkpoints"]])
     ax.set_xlabel("fine-tuning steps at 4 × L_train", fontsize=10)
     ax.set_title(f"test loss at {multiple} × L_train", fontsize=10)
-    ax.tick_params(labelsize=9)
+    ax.tick_params(labelsize=10)
     if not table:
         ax.text(
             0.5,
@@ -108,7 +108,7 @@ for ax, multiple in zip(axes, ("4", "8"), strict=True):
         )
 axes[0].set_ylabel("loss (nats/byte)", fontsize=10)
 if axes[0].get_legend_handles_labels()[0]:
-    axes[0].legend(fontsize=9)
+    axes[0].legend(fontsize=10)
 fig.suptitle(
     "Fine-tuning a RoPE model at 4 × its training length"
     + (f"\npending: {status}" if pending else ""),
@@ -160,7 +160,7 @@ for ax, n in zip(axes.flat, steps_shown, strict=False):
     ax.set_xticks(distances, [str(d) for d in distances])
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(f"after {n} steps", fontsize=10)
-    ax.tick_params(labelsize=9)
+    ax.tick_params(labelsize=10)
     if not any(str(n) in table.get(s, {}) for s in plan["scalings"]):
         ax.text(
             0.5,
@@ -178,7 +178,7 @@ for ax in axes[:, 0]:
     ax.set_ylabel("exact retrieval", fontsize=10)
 handles, labels = axes[0][0].get_legend_handles_labels()
 if handles:
-    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=9)
+    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=10)
 top = axes[0][0]
 for mark, text in (
     (l_train, "pretrained"),
@@ -189,7 +189,7 @@ for mark, text in (
         0.62,
         f"{text} ",
         rotation=90,
-        fontsize=9,
+        fontsize=10,
         va="center",
         ha="right",
         transform=top.get_xaxis_transform(),
