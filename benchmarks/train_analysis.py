@@ -12,7 +12,14 @@ A finding claims a sign (or a bound) of such a difference. :func:`verdict` reads
 interval: *reproduced* when the whole interval lies on the finding's side, *not reproduced*
 when the whole interval lies on the other side, *not separable* when it straddles the bound.
 
-    python benchmarks/train_analysis.py [FOLDER]    # the verdicts of the saved runs
+:func:`analyse` is everything the pages read (``docs/_ext/train_results.py`` and gallery
+examples 19 and 26): the findings and this run's own observations at each scale, the losses,
+the learning-rate sweep, the best scheme at each length, the fine-tuning table and its
+findings, and the environment the runs were measured on. :func:`progress` says how much of the
+plan (``train.FULL``) a folder holds; a part not all saved is shown as pending, never judged.
+Neither trains anything.
+
+    python benchmarks/train_analysis.py [FOLDER] [--quick]   # the verdicts of the saved runs
 """
 
 from __future__ import annotations

@@ -250,7 +250,11 @@ def test_the_tables_show_verdicts_only_where_saved(full: dict[str, Any], tmp_pat
     partial = pages.results(tmp_path)
     text = pages.findings_table(partial, "papers", where).astext()
     assert text.count("pending") == len(analysis.FINDINGS)  # the long scale's column
-    assert (
-        "Pending: 0 of 21 runs" in pages.loss_table(partial, "long", None, False, where).astext()
-    )
+    pending = pages.loss_table(partial, "long", None, False, where).astext()
+    assert "Pending: the main runs at the long scale" in pending
+    assert "0 / 21" in pending
+    note = "".join(node.astext() for node in pages.status_nodes(partial, where))
+    assert "Part of the plan" in note
+    assert "0 / 21" in note
+    assert "113 / 113" not in note
     assert "refused" in pages.loss_table(partial, "small", None, False, where).astext()

@@ -228,19 +228,52 @@ def body(table: nodes.table) -> nodes.tbody:
     return found
 
 
-def pending_note(found: dict[str, Any], part: str, where: Where) -> nodes.paragraph:
+def pending_note(found: dict[str, Any], part: str, where: Where) -> nodes.Node:
+    """*Pending*, in words that do not change as runs are saved (a message translated once),
+    and the count of saved runs apart (a number, never translated)."""
     entry = found["progress"]["parts"].get(part)
     if entry is None:
         return paragraph(f"Not in the plan: {part}.", where)
-    text = (
-        f"Pending: {entry['done']} of {entry['jobs']} runs of {entry['text']} are saved; "
-        "this part is printed once all are."
-    )
-    return paragraph(text, where)
+    text = f"Pending: {entry['text']}; this part is printed once all its runs are saved."
+    out = nodes.container()
+    out += paragraph(text, where)
+    count = f"{entry['done']} / {entry['jobs']}"
+    out += nodes.paragraph(count, count)
+    return out
+
+
+def status_nodes(found: dict[str, Any], where: Where) -> list[nodes.Node]:
+    """The status note's content: a sentence, then each part of the plan and its count."""
+    done = found["progress"]
+    if done["complete"]:
+        text = (
+            "Every training run of the plan is saved; every figure and verdict below is read "
+            "from them."
+        )
+    else:
+        text = (
+            "Part of the plan's training runs are saved. A part still pending shows no "
+            "figures and no verdicts; nox -s train resumes the set."
+        )
+    out: list[nodes.Node] = [paragraph(text, where)]
+    table = new_table("Training runs saved", ["part of the plan", "saved"], [40, 12], where)
+    rows = body(table)
+    for part in done["parts"].values():
+        row = nodes.row()
+        row += text_cell(part["text"], where)
+        row += cell(f"{part['done']} / {part['jobs']}")
+        rows += row
+    row = nodes.row()
+    row += text_cell("all", where)
+    row += cell(f"{done['done']} / {done['jobs']}")
+    rows += row
+    out.append(table)
+    return out
 
 
 def status(found: dict[str, Any]) -> str:
-    """A sentence on how much of the plan the folder holds, and what is pending."""
+    """A sentence on how much of the plan the folder holds, and what is pending (the report's
+    words; the page shows :func:`status_nodes`, whose messages do not change with the counts)."""
     done = found["progress"]
     if done["complete"]:
         return (
@@ -366,7 +399,7 @@ def best_table(found: dict[str, Any], where: Where) -> nodes.table:
             lo, hi = entry["interval"]
             best, second = analysis.LABELS[entry["best"]], analysis.LABELS[entry["runner_up"]]
             verdict = "ahead of" if entry["separate"] else "level with"
-            row += text_cell(best, where, f"{verdict} {second}")
+            row += text_cell(best, where, verdict, second)
             row[-1] += cell(f"{entry['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]").children
         rows += row
     return out
@@ -492,7 +525,7 @@ def _show(value: Any) -> str:
 class TrainStatus(SphinxDirective):
     def run(self) -> list[nodes.Node]:
         note = nodes.note()
-        note += paragraph(status(_load(self.env)), self.get_source_info())
+        note += status_nodes(_load(self.env), self.get_source_info())
         return [note]
 
 
