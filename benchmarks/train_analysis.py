@@ -12,7 +12,14 @@ A finding claims a sign (or a bound) of such a difference. :func:`verdict` reads
 interval: *reproduced* when the whole interval lies on the finding's side, *not reproduced*
 when the whole interval lies on the other side, *not separable* when it straddles the bound.
 
-    python benchmarks/train_analysis.py [FOLDER]    # the verdicts of the saved runs
+:func:`analyse` is everything the pages read (``docs/_ext/train_results.py`` and gallery
+examples 19 and 26): the findings and this run's own observations at each scale, the losses,
+the learning-rate sweep, the best scheme at each length, the fine-tuning table and its
+findings, and the environment the runs were measured on. :func:`progress` says how much of the
+plan (``train.FULL``) a folder holds; a part not all saved is shown as pending, never judged.
+Neither trains anything.
+
+    python benchmarks/train_analysis.py [FOLDER] [--quick]   # the verdicts of the saved runs
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +149,25 @@ FINDINGS = (
             ("nope", "8"), ("rope", "8")),
     Finding("nope-vs-alibi", "NoPE extrapolates better than ALiBi (Kazemnejad et al. 2023)",
             ("nope", "8"), ("alibi", "8")),
+    Finding("t5-vs-rope", "T5's bias degrades less than RoPE (Press et al. 2022, Fig. 1)",
+            ("t5", "8"), ("rope", "8")),
+)  # fmt: skip
+
+# This run's own questions, not a paper's claim: RoPE run longer with a scaling and no training
+# (``rope+linear`` ...), and T5's default ``max_distance`` (128) against L_train.
+OBSERVATIONS = (
+    Finding("linear-untrained", "RoPE is better unscaled than with linear interpolation at 2x, "
+            "without training", ("rope", "2"), ("rope+linear", "2")),
+    Finding("dynamic-holds", "dynamic NTK (fixed factor) holds the 1x loss at 2x, within 0.05",
+            ("rope+dynamic", "2"), ("rope", "1"), 0.05, "equal"),
+    Finding("yarn-holds", "YaRN holds the 1x loss at 2x, within 0.05",
+            ("rope+yarn", "2"), ("rope", "1"), 0.05, "equal"),
+    Finding("dynamic-vs-rope", "dynamic NTK is better than unscaled RoPE at 8x",
+            ("rope+dynamic", "8"), ("rope", "8")),
+    Finding("yarn-vs-rope", "YaRN is better than unscaled RoPE at 8x",
+            ("rope+yarn", "8"), ("rope", "8")),
+    Finding("t5-vs-t5-128", "T5 with max_distance = L_train is better at 8x than with T5's "
+            "default, 128", ("t5", "8"), ("t5-128", "8")),
 )  # fmt: skip
 
 
@@ -174,7 +200,7 @@ def scales(records: Sequence[dict[str, Any]]) -> list[dict[str, int]]:
         plain = r["role"] == "main" and r["finetune"] is None and not r["config"].get("passkey")
         if plain and setting(r) not in found:
             found.append(setting(r))
-    return found
+    return sorted(found, key=lambda s: (s["L_train"], s["layers"], s["d_model"], s["steps"]))
 
 
 Arm = tuple[str, int]  # (scaling, fine-tuning steps)
@@ -221,7 +247,7 @@ def compare_arms(
 
 def finetune_table(records: Sequence[dict[str, Any]], pretrained: int) -> dict[str, Any]:
     """Per fine-tune scaling and steps, of models pretrained ``pretrained`` steps: the seeds'
-    losses at 4x and 8x and passkey accuracy per distance (mean, min, max over seeds)."""
+    losses at 1x, 4x and 8x and passkey accuracy per distance (mean, min, max over seeds)."""
     table: dict[str, Any] = {}
     for r in records:
         ft = r["finetune"]
@@ -233,7 +259,7 @@ def finetune_table(records: Sequence[dict[str, Any]], pretrained: int) -> dict[s
     for scaling, by_steps in table.items():
         for steps, runs in by_steps.items():
             cell: dict[str, Any] = {"seeds": sorted(r["seed"] for r in runs)}
-            for m in ("4", "8"):
+            for m in ("1", "4", "8"):
                 values = [r["loss"][m] for r in runs]
                 cell[f"loss_{m}x"] = _spread(values)
             cell["passkey"] = {
@@ -251,38 +277,361 @@ def _spread(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def analyse(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """What the page will read: every finding at every scale, and the fine-tuning table."""
+LABELS = {
+    "nope": "NoPE",
+    "sinusoid": "sinusoid",
+    "learned": "learned",
+    "rope": "RoPE",
+    "alibi": "ALiBi",
+    "t5": "T5, max_distance = L_train",
+    "t5-128": "T5, max_distance = 128 (default)",
+    "rope+linear": "RoPE + linear",
+    "rope+dynamic": "RoPE + dynamic NTK",
+    "rope+yarn": "RoPE + YaRN",
+}
+TRAINED = ("nope", "sinusoid", "learned", "rope", "alibi", "t5", "t5-128")
+MULTIPLES = ("1", "2", "4", "8")
+
+
+@dataclass(frozen=True)
+class ArmFinding:
+    """A paper's claim on fine-tuning: arm ``better`` beats arm ``worse`` on ``what`` (a lower
+    loss at a multiple, ``("loss", "4")``; a higher passkey accuracy at a distance,
+    ``("passkey", "256")``)."""
+
+    key: str
+    text: str
+    better: Arm
+    worse: Arm
+    what: tuple[str, str]
+
+
+FINETUNE_FINDINGS = (
+    ArmFinding("pi-vs-none-0", "without fine-tuning, PI is worse than plain extrapolation at 1x "
+               "(it moves every position; Chen et al. 2023 fine-tune after scaling)",
+               ("none", 0), ("linear", 0), ("loss", "1")),
+    ArmFinding("yarn-vs-none-0", "without fine-tuning, YaRN is better than plain extrapolation "
+               "at 4x (Peng et al. 2023)", ("yarn", 0), ("none", 0), ("loss", "4")),
+    ArmFinding("dynamic-vs-none-0", "without fine-tuning, dynamic NTK is better than plain "
+               "extrapolation at 4x (Peng et al. 2023)", ("dynamic", 0), ("none", 0),
+               ("loss", "4")),
+    ArmFinding("pi-vs-none-200", "after 200 steps, PI is better than fine-tuned extrapolation at "
+               "4x (Chen et al. 2023)", ("linear", 200), ("none", 200), ("loss", "4")),
+    ArmFinding("pi-vs-none-1000", "after 1,000 steps, PI is better than fine-tuned extrapolation "
+               "at 4x (Chen et al. 2023)", ("linear", 1000), ("none", 1000), ("loss", "4")),
+    ArmFinding("pi-vs-none-passkey", "after 200 steps, PI retrieves the passkey at 256 bytes more "
+               "often than fine-tuned extrapolation (Chen et al. 2023)", ("linear", 200),
+               ("none", 200), ("passkey", "256")),
+    ArmFinding("yarn-vs-pi-50", "after 50 steps, YaRN is better than PI at 4x (Peng et al. 2023: "
+               "fewer steps)", ("yarn", 50), ("linear", 50), ("loss", "4")),
+    ArmFinding("yarn-vs-pi-passkey", "after 50 steps, YaRN retrieves the passkey at 256 bytes "
+               "more often than PI (Peng et al. 2023)", ("yarn", 50), ("linear", 50),
+               ("passkey", "256")),
+    ArmFinding("yarn-vs-pi-8x", "after 1,000 steps at 4x, YaRN is better than PI at 8x, past "
+               "the fine-tuning length (Peng et al. 2023)", ("yarn", 1000), ("linear", 1000),
+               ("loss", "8")),
+)  # fmt: skip
+
+
+def judge_arms(
+    records: Sequence[dict[str, Any]], finding: ArmFinding, pretrained: int | None = None
+) -> dict[str, Any]:
+    """The fine-tuning finding: the paired difference, signed so that the finding holds
+    where it is below 0 (better minus worse for a loss, worse minus better for an accuracy)."""
+    kind = finding.what[0]
+    first, second = (
+        (finding.better, finding.worse) if kind == "loss" else (finding.worse, finding.better)
+    )
+    try:
+        found = compare_arms(records, first, second, finding.what, pretrained)
+    except (KeyError, TypeError):  # an arm without that length or distance
+        found = None
+    if found is None:
+        return {"key": finding.key, "seeds": 0, "verdict": None}
+    lo, hi = found["interval"]
+    return {"key": finding.key, **found, "verdict": verdict(lo, hi)}
+
+
+def scale_name(records: Sequence[dict[str, Any]], scale: dict[str, int]) -> str:
+    """The name the harness gives ``scale`` (its config's), else its training length."""
+    for r in records:
+        name = (r.get("config") or {}).get("scale", {}).get("name")
+        if name and r["role"] == "main" and setting(r) == scale:
+            return str(name)
+    return f"L_train {scale['L_train']}"
+
+
+def losses(
+    records: Sequence[dict[str, Any]], scheme: str, scale: dict[str, int], key: str = "loss"
+) -> dict[str, Any]:
+    """Per multiple, the seeds' mean, min and max of ``key`` (loss or loss_past) for the main
+    runs of ``scheme`` at ``scale``; None where refused. Empty if no run is saved."""
+    runs = runs_of(records, scheme, scale)
+    if not runs:
+        return {}
+    out: dict[str, Any] = {}
+    for m in MULTIPLES:
+        values = [(run.get(key) or {}).get(m) for run in runs.values()]
+        if key == "loss_past" and m == "1":
+            continue
+        out[m] = None if any(v is None for v in values) else _spread(values)
+    return out
+
+
+def main_table(records: Sequence[dict[str, Any]], scale: dict[str, int]) -> dict[str, Any]:
+    """Per scheme at ``scale``: its seeds, its learning rate, its losses (all tokens and past
+    L_train only)."""
+    out: dict[str, Any] = {}
+    for scheme in LABELS:
+        runs = runs_of(records, scheme, scale)
+        if runs:
+            out[scheme] = {
+                "seeds": sorted(runs),
+                "lr": sorted({r["lr"] for r in runs.values() if "lr" in r}),
+                "loss": losses(records, scheme, scale),
+                "loss_past": losses(records, scheme, scale, "loss_past"),
+            }
+    return out
+
+
+def sweep_table(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Per scale name and scheme: the validation loss at L_train of each swept rate, and the
+    rate the main runs use (the lowest; None while main runs are missing)."""
+    out: dict[str, Any] = {}
+    for r in records:
+        if r["role"] != "sweep":
+            continue
+        name = r["config"]["scale"]["name"]
+        entry = out.setdefault(name, {}).setdefault(r["scheme"], {"rates": {}, "chosen": None})
+        loss = (r.get("validation") or {}).get("1")
+        entry["rates"][f"{r['lr']:g}"] = loss
+    for r in records:
+        plain = r["role"] == "main" and r["finetune"] is None and not r["config"].get("passkey")
+        name = (r.get("config") or {}).get("scale", {}).get("name")
+        if plain and name in out and r["scheme"] in out[name]:
+            out[name][r["scheme"]]["chosen"] = f"{r['lr']:g}"
+    return out
+
+
+def best(records: Sequence[dict[str, Any]], scale: dict[str, int]) -> list[dict[str, Any]]:
+    """At each multiple, the trained scheme with the lowest mean loss and the runner-up, with
+    the paired difference best - runner-up over their shared seeds: *separate* when its
+    interval lies below 0, else the two are level; and the scheme with the highest mean."""
+    out = []
+    for m in MULTIPLES:
+        means = []
+        for scheme in TRAINED:
+            runs = runs_of(records, scheme, scale)
+            values = [(r.get("loss") or {}).get(m) for r in runs.values()]
+            if values and all(v is not None for v in values):
+                means.append((float(np.mean(values)), scheme))
+        if len(means) < 2:
+            out.append({"multiple": m, "best": None})
+            continue
+        means.sort()
+        (_, first), (_, second) = means[:2]
+        d = paired(records, (first, m), (second, m), scale)
+        row: dict[str, Any] = {
+            "multiple": m,
+            "best": first,
+            "runner_up": second,
+            "worst": means[-1][1],
+        }
+        if d is not None:
+            mean, lo, hi = bootstrap(d)
+            row.update(
+                seeds=d.shape[0],
+                mean=round(mean, 4),
+                interval=[round(lo, 4), round(hi, 4)],
+                separate=hi < 0,
+            )
+        out.append(row)
+    return out
+
+
+def _distinct(values: Sequence[Any]) -> list[Any]:
+    found: list[Any] = []
+    for value in values:
+        if value is not None and value not in found:
+            found.append(value)
+    return found
+
+
+ISA = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni", "amx_tile")
+
+
+def environment(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What the runs were measured on: each value as the list of its distinct values (one
+    value where every run agrees); the instruction-set extensions that decide torch's CPU
+    kernels among the CPU's flags; the median seconds of a training step by scale."""
+    machines = [r.get("machine") or {} for r in records]
+    versions = [r.get("versions") or {} for r in records]
+    data = [r.get("data") or {} for r in records]
+    steps: dict[str, list[float]] = {}
+    for r in records:
+        ms = (r.get("time") or {}).get("ms_per_step")
+        name = (r.get("config") or {}).get("scale", {}).get("name")
+        if ms is not None and name is not None and r["finetune"] is None:
+            steps.setdefault(name, []).append(float(ms))
     return {
-        "findings": [
-            {"scale": scale, "results": [judge(records, f, scale) for f in FINDINGS]}
-            for scale in scales(records)
-        ],
-        "finetune": {
-            str(steps): finetune_table(records, steps)
-            for steps in sorted({r["steps"] for r in records if r["finetune"] is not None})
+        "runs": len(records),
+        "python": _distinct([v.get("python") for v in versions]),
+        "torch": _distinct([v.get("torch") for v in versions]),
+        "cpu": _distinct([m.get("cpu") for m in machines]),
+        "cpu_capability": _distinct([m.get("cpu_capability") for m in machines]),
+        "cores": _distinct([m.get("cores") for m in machines]),
+        "os": _distinct([m.get("os") for m in machines]),
+        "isa": _distinct(
+            [" ".join(f for f in ISA if f in (m.get("flags") or [])) or None for m in machines]
+        ),
+        "flags": _distinct([len(m["flags"]) for m in machines if m.get("flags")]),
+        "threads": _distinct([r.get("threads") for r in records]),
+        "data_sha256": _distinct([d.get("sha256") for d in data]),
+        "data_bytes": _distinct([d.get("bytes") for d in data]),
+        "splits": _distinct(
+            [
+                {k: d[k] for k in ("train", "validation", "test")}
+                for d in data
+                if all(k in d for k in ("train", "validation", "test"))
+            ]
+        ),
+        "ms_per_step": {k: round(float(np.median(v)), 1) for k, v in steps.items()},
+    }
+
+
+PARTS = {
+    ("sweep", "small"): "the learning-rate sweep at the small scale",
+    ("sweep", "long"): "the learning-rate sweep at the long scale",
+    ("main", "small"): "the main runs at the small scale",
+    ("main", "long"): "the main runs at the long scale",
+    ("main", "passkey"): "the passkey models",
+    ("finetune", "passkey"): "the fine-tuning arms",
+}
+
+
+def progress(folder: Path, quick: bool = False) -> dict[str, Any]:
+    """How much of the plan (``train.FULL``, or ``train.QUICK``) ``folder`` holds: jobs done
+    of all, per part (kind and scale). Reads the files; trains nothing."""
+    import train  # here, not at the top: train imports this module
+
+    plan = train.QUICK if quick else train.FULL
+    found = train.jobs(plan, folder)
+    parts: dict[str, dict[str, Any]] = {}
+    for job in found:
+        if isinstance(job, train.Job):
+            key, finished = (job.kind, job.config.scale.name), train.done(folder, job)
+        else:
+            key, finished = (job.kind, job.scale), False
+        part = parts.setdefault(
+            f"{key[0]}-{key[1]}",
+            {"text": PARTS.get(key, f"{key[0]} at {key[1]}"), "jobs": 0, "done": 0},
+        )
+        part["jobs"] += 1
+        part["done"] += finished
+    done = sum(part["done"] for part in parts.values())
+    return {
+        "jobs": len(found),
+        "done": done,
+        "complete": done == len(found),
+        "parts": parts,
+        "plan": {
+            "scales": {
+                name: asdict(train.SCALES[name]) for name in (*plan.scales, plan.finetune_scale)
+            },
+            "schemes": len(plan.schemes),
+            "dynamic_factor": train.method.DYNAMIC_FACTOR,
+            "finetune_multiple": train.method.FINETUNE_MULTIPLE,
+            "passkey_fraction": train.method.PASSKEY_FRACTION,
+            "passkey_examples": train.method.PASSKEY_EXAMPLES,
+            "passkey_distances": list(train.method.PASSKEY_DISTANCES),
+            "passkey_digits": train.method.DIGITS,
+            "weight_decay": train.method.WEIGHT_DECAY,
+            "dropout": train.method.DROPOUT,
+            "resamples": RESAMPLES,
+            "level": LEVEL,
+            "steps": {name: steps for name, (steps, _, _) in plan.scales.items()},
+            "rates": {
+                name: [f"{r:g}" for r in rates] for name, (_, rates, _) in plan.scales.items()
+            },
+            "seeds": {name: len(seeds) for name, (_, _, seeds) in plan.scales.items()},
+            "finetune": {
+                "scale": plan.finetune_scale,
+                "pretrain_steps": plan.finetune_steps,
+                "seeds": len(plan.finetune_seeds),
+                "scalings": list(plan.finetune_scalings),
+                "checkpoints": list(plan.finetune_checkpoints),
+            },
         },
     }
 
 
-def report(records: Sequence[dict[str, Any]]) -> str:
-    """The analysis in words, a line per finding and scale."""
+def part_done(done: dict[str, Any], part: str) -> bool:
+    """Whether ``part`` of the plan (``"main-small"``, ``"finetune-passkey"``) is all saved."""
+    found = done["parts"].get(part)
+    return found is not None and found["done"] == found["jobs"]
+
+
+def analyse(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """What the pages read: every finding and observation at every scale, the losses, the
+    sweep, the best scheme, the fine-tuning table and its findings, the environment."""
+    pretrained = sorted({r["steps"] for r in records if r["finetune"] is not None})
+    return {
+        "findings": [
+            {
+                "scale": scale,
+                "name": scale_name(records, scale),
+                "results": [judge(records, f, scale) for f in FINDINGS],
+                "observations": [judge(records, f, scale) for f in OBSERVATIONS],
+                "best": best(records, scale),
+                "table": main_table(records, scale),
+            }
+            for scale in scales(records)
+        ],
+        "sweep": sweep_table(records),
+        "finetune": {str(steps): finetune_table(records, steps) for steps in pretrained},
+        "finetune_findings": {
+            str(steps): [judge_arms(records, f, steps) for f in FINETUNE_FINDINGS]
+            for steps in pretrained
+        },
+        "environment": environment(records),
+    }
+
+
+def _finding_line(row: dict[str, Any], text: str) -> str:
+    if row["verdict"] is None:
+        return f"  {row['key']:<20} pending"
+    lo, hi = row["interval"]
+    size = f"{row['seeds']} seeds" + (f" x {row['blocks']} blocks" if "blocks" in row else "")
+    return (
+        f"  {row['key']:<20} {row['verdict']:<14} d = {row['mean']:+.3f} "
+        f"[{lo:+.3f}, {hi:+.3f}] ({size}): {text}"
+    )
+
+
+def report(records: Sequence[dict[str, Any]], done: dict[str, Any] | None = None) -> str:
+    """The analysis in words, a line per finding and scale (and the plan's progress)."""
     result = analyse(records)
     lines = []
-    texts = {f.key: f.text for f in FINDINGS}
+    if done is not None:
+        lines.append(f"{done['done']} of {done['jobs']} jobs saved")
+        for part in done["parts"].values():
+            lines.append(f"  {part['text']}: {part['done']} of {part['jobs']}")
+    texts = {f.key: f.text for f in (*FINDINGS, *OBSERVATIONS, *FINETUNE_FINDINGS)}
     for block in result["findings"]:
         scale = block["scale"]
-        lines.append(f"scale: {scale['layers']} layers, d_model {scale['d_model']}, "
-                     f"L_train {scale['L_train']}, {scale['steps']} steps")  # fmt: skip
-        for row in block["results"]:
-            if row["verdict"] is None:
-                lines.append(f"  {row['key']:<20} n/a")
+        lines.append(
+            f"scale {block['name']}: {scale['layers']} layers, d_model {scale['d_model']}, "
+            f"L_train {scale['L_train']}, {scale['steps']} steps"
+        )
+        for row in [*block["results"], *block["observations"]]:
+            lines.append(_finding_line(row, texts[row["key"]]))
+        for row in block["best"]:
+            if row["best"] is None:
                 continue
-            lo, hi = row["interval"]
+            level = "ahead of" if row.get("separate") else "level with"
             lines.append(
-                f"  {row['key']:<20} {row['verdict']:<14} d = {row['mean']:+.3f} "
-                f"[{lo:+.3f}, {hi:+.3f}] ({row['seeds']} seeds x {row['blocks']} blocks): "
-                f"{texts[row['key']]}"
+                f"  best at {row['multiple']}x: {row['best']} ({level} {row['runner_up']}: "
+                f"d = {row.get('mean', float('nan')):+.3f})"
             )
     for pretrained, table in result["finetune"].items():
         lines.append(f"fine-tuning, from models pretrained {pretrained} steps:")
@@ -294,8 +643,13 @@ def report(records: Sequence[dict[str, Any]]) -> str:
                     f"8x {cell['loss_8x']['mean']:.3f}; passkey {keys} "
                     f"({len(cell['seeds'])} seeds)"
                 )
+        for row in result["finetune_findings"][pretrained]:
+            lines.append(_finding_line(row, texts[row["key"]]))
     return "\n".join(lines) if lines else "no saved runs"
 
 
 if __name__ == "__main__":
-    print(report(load(Path(sys.argv[1]) if len(sys.argv) > 1 else FOLDER)))
+    quick = "--quick" in sys.argv[1:]
+    paths = [arg for arg in sys.argv[1:] if arg != "--quick"]
+    folder = Path(paths[0]) if paths else FOLDER
+    print(report(load(folder), progress(folder, quick)))

@@ -427,8 +427,8 @@ def test_findings_are_paired_by_seed_and_block() -> None:
     assert d.shape == (5, 2)
     assert np.allclose(d, -0.1)
     findings = analysis.analyse(records)["findings"]
-    assert [block["scale"]["steps"] for block in findings] == [2000, 300]
-    by_key = {row["key"]: row for row in findings[0]["results"]}
+    assert [block["scale"]["steps"] for block in findings] == [300, 2000]  # by L_train, steps
+    by_key = {row["key"]: row for row in findings[1]["results"]}
     assert by_key["alibi-vs-sinusoid"]["verdict"] == analysis.REPRODUCED
     assert by_key["sinusoid-degrades"]["verdict"] == analysis.REPRODUCED
     assert by_key["alibi-flat"]["verdict"] == analysis.REPRODUCED

@@ -1,32 +1,51 @@
-"""Render the saved trained comparison (``benchmarks/results/train-cpu.json``), at build time.
+"""Render the trained comparison's saved runs (``benchmarks/results/train/``), at build time.
 
-Every number of the "What the schemes do when trained" page comes from the JSON file that
-``nox -s train`` writes; the page holds none of them. Five markups:
+Every number and verdict of the pages "What the schemes do when trained" and "Making a trained
+model longer" comes from the run files that ``nox -s train`` writes, one a run, through
+``benchmarks/train_analysis.py`` (``analyse`` for the numbers and the verdicts, ``progress`` for
+how much of the plan is saved). The build reads the files; it never trains. A part of the plan
+not yet saved renders as *pending*, never as a verdict. The markup:
 
-- ``.. train-status::`` — a note saying whether the file holds the whole run or part;
-- ``.. train-table::`` — the loss of each scheme at 1, 2, 4 and 8 x L_train: the mean over
-  the seeds, the seeds' range (min–max) below it; ``:past:`` for the loss over the tokens
-  past L_train only; ``:schemes:`` to choose and order the rows;
-- ``:train:`SCHEME MULTIPLE STAT``` — one figure inline: STAT is ``mean``, ``range``,
-  ``past`` (the mean over the tokens past L_train) or ``spread`` (max - min over seeds);
-- ``:train-info:`dotted.key``` — a value of the run (``training.steps``, ``data.sha256``);
-- ``.. train-check::`` — claims of the prose, one a line, checked against the file; the
-  build fails if the file contradicts one. It renders nothing. The claims:
+- ``.. train-status::`` — a note: how many of the plan's training runs are saved, which parts
+  are pending;
+- ``.. train-table:: SCALE`` — the test loss of each scheme at 1, 2, 4 and 8 x L_train (the
+  seeds' mean, their range below); ``:past:`` over the tokens past L_train only;
+  ``:schemes:`` to choose and order the rows;
+- ``.. train-sweep:: SCALE`` — the validation loss of each swept learning rate, and the chosen;
+- ``.. train-findings::`` — each finding (``:set: papers`` or ``observations``) at each scale:
+  the paired difference, its 95% bootstrap interval, the verdict;
+- ``.. train-best::`` — at each length and scale, the best scheme and whether the runner-up
+  is separable from it;
+- ``.. train-finetune::`` — the fine-tuned loss (``:multiple: 4``) per scaling and steps;
+- ``.. train-passkey::`` — passkey accuracy per scaling, steps and distance;
+- ``.. train-finetune-findings::`` — the fine-tuning findings, as ``train-findings``;
+- ``:train:`SCALE SCHEME MULTIPLE STAT``` — one figure inline: STAT is ``mean``, ``range`` or
+  ``past``; *pending* while the scale's main runs are not all saved;
+- ``:train-info:`dotted.key``` — a value of the environment (``env.python``, ``env.cpu``)
+  or of the plan (``plan.seeds.small``, ``progress.jobs``); a list joins its values;
+- ``.. train-check::`` — claims of the prose, one a line: the build fails where the saved
+  runs contradict one; a claim on a part still pending is not checked (the status says so).
+  It renders nothing;
+- ``.. train-when:: CLAIM; CLAIM ...`` — its content, only where the saved runs bear every
+  claim out (prose that depends on a result; nothing while the result is pending).
 
-  ``flat S A B TOL``     every seed of S: ``|loss[B] - loss[A]| <= TOL``
-  ``worse S A B MIN``    every seed of S: ``loss[B] - loss[A] >= MIN``
-  ``below S T M``        at M, the seeds' ranges separate, S's under T's
-  ``overlap S T M``      at M, the seeds' ranges of S and T overlap
-  ``near S T M TOL``     at M, the means of S and T within TOL
-  ``refused S M``        S has no loss at M (null in every run)
+The claims:
 
-The file is ``train_results_file`` in conf.py, relative to the docs directory.
+  ``verdict SCALE KEY VERDICT``  a finding's verdict (``reproduced``, ``not-reproduced``,
+                                 ``not-separable``); SCALE ``finetune`` for the fine-tuning ones
+  ``refused SCALE SCHEME M``     SCHEME has no loss at M (null in every run)
+  ``best SCALE M SCHEME``        SCHEME has the lowest mean loss at M
+  ``worst SCALE M SCHEME``       SCHEME has the highest mean loss at M
+  ``separate SCALE M``           the best at M is separable from the runner-up
+  ``saved PART``                 every run of PART (``main-long``, ``finetune-passkey``) is saved
+
+``train_results_folder`` in conf.py (relative to the docs directory) names the folder,
+``train_results_quick`` whether it holds the quick plan's runs.
 """
 
 from __future__ import annotations
 
-import json
-import statistics
+import sys
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -34,87 +53,131 @@ from typing import Any
 from bench_results import cell  # _ext/ is on the path (docs/conf.py)
 from docutils import nodes
 from docutils.parsers.rst import directives
+from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective, SphinxRole
+from sphinx.util.nodes import nested_parse_with_titles
 
-MULTIPLES = ("1", "2", "4", "8")
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+if str(BENCHMARKS) not in sys.path:
+    sys.path.insert(0, str(BENCHMARKS))
+
+import train_analysis as analysis  # noqa: E402  (benchmarks/ is not a package)
+
+MULTIPLES = analysis.MULTIPLES
+PENDING = "pending"
+VERDICTS = {
+    "reproduced": analysis.REPRODUCED,
+    "not-reproduced": analysis.NOT_REPRODUCED,
+    "not-separable": analysis.NOT_SEPARABLE,
+}
+_CACHE: dict[Any, dict[str, Any]] = {}
+
+
+def results(folder: Path, quick: bool = False) -> dict[str, Any]:
+    """The analysis of ``folder``'s runs and the plan's progress (cached by the files'
+    names and times)."""
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    key = (str(folder), quick, tuple((p.name, p.stat().st_mtime_ns) for p in files))
+    if key not in _CACHE:
+        records = analysis.load(folder)
+        found = analysis.analyse(records)
+        found["progress"] = analysis.progress(folder, quick)
+        found["scales"] = {block["name"]: block for block in found["findings"]}
+        _CACHE.clear()
+        _CACHE[key] = found
+    return _CACHE[key]
 
 
 def _load(env: Any) -> dict[str, Any]:
-    path = (Path(env.app.confdir) / env.config.train_results_file).resolve()
-    env.note_dependency(str(path))
-    results: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return results
+    folder = (Path(env.app.confdir) / env.config.train_results_folder).resolve()
+    env.note_dependency(str(folder))
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        env.note_dependency(str(path))
+    return results(folder, env.config.train_results_quick)
 
 
-def losses(results: dict[str, Any], scheme: str, multiple: str, key: str = "loss") -> list[Any]:
-    """The loss of every seed's run of ``scheme`` at ``multiple`` (None where refused)."""
-    runs = [run for run in results["runs"] if run["scheme"] == scheme]
-    if not runs:
-        raise ExtensionError(f"train results: no run of scheme {scheme!r}")
+def main_scales(found: dict[str, Any]) -> list[str]:
+    """The plan's scales of main runs, in its order (``small``, ``long``)."""
+    return list(found["progress"]["plan"]["steps"])
+
+
+def ready(found: dict[str, Any], part: str) -> bool:
+    return analysis.part_done(found["progress"], part)
+
+
+def block(found: dict[str, Any], scale: str) -> dict[str, Any] | None:
+    """The analysis at ``scale``, only once every main run of it is saved."""
+    if not ready(found, f"main-{scale}"):
+        return None
+    return found["scales"].get(scale)
+
+
+# -- figures and claims --------------------------------------------------------------------
+def figure(found: dict[str, Any], scale: str, scheme: str, multiple: str, stat: str) -> str:
+    """One figure of the loss table (``mean``, ``range`` or ``past``), or *pending*."""
     if multiple not in MULTIPLES:
         raise ExtensionError(f"train results: multiple {multiple!r} is not one of {MULTIPLES}")
-    return [run[key].get(multiple) for run in runs]
-
-
-def _finite(values: list[Any], what: str) -> list[float]:
-    if any(value is None for value in values):
-        raise ExtensionError(f"train results: {what} has no loss (null)")
-    return [float(value) for value in values]
-
-
-def figure(results: dict[str, Any], scheme: str, multiple: str, stat: str) -> str:
-    key = "loss_past" if stat == "past" else "loss"
-    values = losses(results, scheme, multiple, key)
-    if all(value is None for value in values):
+    if stat not in ("mean", "range", "past"):
+        raise ExtensionError(f"train results: unknown figure {stat!r}: mean, range, past")
+    at = block(found, scale)
+    if at is None:
+        return PENDING
+    if scheme not in at["table"]:
+        raise ExtensionError(f"train results: no run of {scheme!r} at scale {scale!r}")
+    values = at["table"][scheme]["loss_past" if stat == "past" else "loss"].get(multiple)
+    if values is None:
         return "n/a"
-    found = _finite(values, f"{scheme} at {multiple}x")
-    if stat in ("mean", "past"):
-        return f"{statistics.fmean(found):.3f}"
     if stat == "range":
-        return f"{min(found):.3f}–{max(found):.3f}"
-    if stat == "spread":
-        return f"{max(found) - min(found):.3f}"
-    raise ExtensionError(f"train results: unknown figure {stat!r}: mean, range, past, spread")
+        return f"{values['min']:.3f}–{values['max']:.3f}"
+    return f"{values['mean']:.3f}"
 
 
-def check(results: dict[str, Any], claim: str) -> None:
-    """Raise if the run contradicts ``claim`` (see the module's docstring)."""
-    kind, *args = claim.split()
-
-    def loss(scheme: str, multiple: str) -> list[float]:
-        return _finite(losses(results, scheme, multiple), f"{scheme} at {multiple}x")
-
-    if kind in ("flat", "worse") and len(args) == 4:
-        scheme, a, b, bound = args
-        gaps = [y - x for x, y in zip(loss(scheme, a), loss(scheme, b), strict=True)]
-        holds = (
-            all(abs(gap) <= float(bound) for gap in gaps)
-            if kind == "flat"
-            else all(gap >= float(bound) for gap in gaps)
-        )
-        found = ", ".join(f"{gap:+.3f}" for gap in gaps)
-    elif kind in ("below", "overlap") and len(args) == 3:
-        first, second, multiple = args
-        x, y = loss(first, multiple), loss(second, multiple)
-        separate = max(x) < min(y)
-        apart = max(x) < min(y) or max(y) < min(x)
-        holds = separate if kind == "below" else not apart
-        found = f"{min(x):.3f}–{max(x):.3f} and {min(y):.3f}–{max(y):.3f}"
-    elif kind == "near" and len(args) == 4:
-        first, second, multiple, bound = args
-        x, y = statistics.fmean(loss(first, multiple)), statistics.fmean(loss(second, multiple))
-        holds = abs(x - y) <= float(bound)
-        found = f"means {x:.3f} and {y:.3f}"
-    elif kind == "refused" and len(args) == 2:
-        values = losses(results, *args)
-        holds = all(value is None for value in values)
-        found = repr(values)
+def _row(found: dict[str, Any], scale: str, key: str) -> dict[str, Any] | None:
+    if scale == "finetune":
+        if not ready(found, "finetune-passkey"):
+            return None
+        rows = [row for rows in found["finetune_findings"].values() for row in rows]
     else:
-        raise ExtensionError(f"train-check: cannot read the claim {claim!r}")
-    if not holds:
-        raise ExtensionError(f"train-check: the saved run contradicts {claim!r}: {found}")
+        at = block(found, scale)
+        if at is None:
+            return None
+        rows = [*at["results"], *at["observations"]]
+    for row in rows:
+        if row["key"] == key:
+            return row
+    raise ExtensionError(f"train results: no finding {key!r} at {scale!r}")
+
+
+def holds(found: dict[str, Any], claim: str) -> bool | None:
+    """Whether the saved runs bear ``claim`` out; None while its part is pending."""
+    kind, *args = claim.split()
+    if kind == "verdict" and len(args) == 3:
+        scale, key, wanted = args
+        if wanted not in VERDICTS:
+            raise ExtensionError(f"train-check: verdict {wanted!r}: one of {list(VERDICTS)}")
+        row = _row(found, scale, key)
+        if row is None or row["verdict"] is None:
+            return None
+        return bool(row["verdict"] == VERDICTS[wanted])
+    if kind == "refused" and len(args) == 3:
+        scale, scheme, multiple = args
+        at = block(found, scale)
+        if at is None:
+            return None
+        return at["table"][scheme]["loss"].get(multiple) is None
+    if kind in ("best", "worst", "separate") and len(args) == (2 if kind == "separate" else 3):
+        at = block(found, args[0])
+        if at is None:
+            return None
+        row = next(row for row in at["best"] if row["multiple"] == args[1])
+        if kind == "separate":
+            return bool(row.get("separate"))
+        return bool(row.get(kind) == args[2])
+    if kind == "saved" and len(args) == 1:
+        return ready(found, args[0])
+    raise ExtensionError(f"train-check: cannot read the claim {claim!r}")
 
 
 Where = tuple[str, int]  # the page (source file) and line a directive stands on
@@ -131,135 +194,445 @@ def words(node: nodes.TextElement, where: Where) -> nodes.TextElement:
     return node
 
 
-def text_cell(text: str, where: Where) -> nodes.entry:
+def text_cell(text: str, where: Where, *more: str) -> nodes.entry:
     entry = nodes.entry()
     entry += words(nodes.paragraph(text, text), where)
+    for line in more:
+        entry += words(nodes.paragraph(line, line), where)
     return entry
 
 
-def table(results: dict[str, Any], schemes: list[str], past: bool, where: Where) -> nodes.table:
-    l_train = results["training"]["L_train"]
-    multiples = MULTIPLES[1:] if past else MULTIPLES
-    heads = [f"{m}× ({int(m) * l_train})" for m in multiples]
+def paragraph(text: str, where: Where) -> nodes.paragraph:
+    return words(nodes.paragraph(text, text), where)  # type: ignore[return-value]
+
+
+def new_table(title: str, heads: list[str], widths: list[int], where: Where) -> nodes.table:
     out = nodes.table(classes=["bench-table"])
-    what = "past L_train only" if past else "all tokens"
-    title = f"Validation loss, nats per byte, {what}: the seeds' mean and range"
     out += words(nodes.title(title, title), where)
     group = nodes.tgroup(cols=len(heads))
     out += group
-    for width in [34, 6] + [12] * len(multiples):
+    for width in widths:
         group += nodes.colspec(colwidth=width)
     thead = nodes.thead()
     row = nodes.row()
-    row += text_cell("scheme", where)
-    row += text_cell("seeds", where)
     for head in heads:
-        row += cell(head)
+        row += text_cell(head, where)
     thead += row
     group += thead
-    body = nodes.tbody()
-    for scheme in schemes:
-        row = nodes.row()
-        row += text_cell(results["labels"][scheme], where)
-        row += cell(str(len(seeds_of(results, scheme))))
-        for m in multiples:
-            key = "loss_past" if past else "loss"
-            values = losses(results, scheme, m, key)
-            if all(value is None for value in values):
-                refused = text_cell("n/a", where)
-                refused += words(nodes.paragraph("refused", "refused"), where)
-                row += refused
-                continue
-            found = _finite(values, f"{scheme} at {m}x")
-            row += cell(f"{statistics.fmean(found):.3f}", f"{min(found):.3f}–{max(found):.3f}")
-        body += row
-    group += body
+    group += nodes.tbody()
     return out
 
 
-def seeds_of(results: dict[str, Any], scheme: str) -> list[int]:
-    return sorted(run["seed"] for run in results["runs"] if run["scheme"] == scheme)
+def body(table: nodes.table) -> nodes.tbody:
+    found: nodes.tbody = table.next_node(nodes.tbody)
+    return found
 
 
-def status(results: dict[str, Any]) -> str:
-    """One sentence on how much of the run the file holds."""
-    wanted, seeds = results["time"]["runs"], results["seeds"]
-    done = sum("+" not in run["scheme"] for run in results["runs"])
-    steps = results["training"]["steps"]
-    if results.get("complete"):
-        return (
-            f"The file holds the whole run: {done} training runs, seeds "
-            f"{', '.join(map(str, seeds))} of every scheme, {steps:,} steps each."
+def pending_note(found: dict[str, Any], part: str, where: Where) -> nodes.Node:
+    """*Pending*, in words that do not change as runs are saved (a message translated once),
+    and the count of saved runs apart (a number, never translated)."""
+    entry = found["progress"]["parts"].get(part)
+    if entry is None:
+        return paragraph(f"Not in the plan: {part}.", where)
+    text = f"Pending: {entry['text']}; this part is printed once all its runs are saved."
+    out = nodes.container()
+    out += paragraph(text, where)
+    count = f"{entry['done']} / {entry['jobs']}"
+    out += nodes.paragraph(count, count)
+    return out
+
+
+def status_nodes(found: dict[str, Any], where: Where) -> list[nodes.Node]:
+    """The status note's content: a sentence, then each part of the plan and its count."""
+    done = found["progress"]
+    if done["complete"]:
+        text = (
+            "Every training run of the plan is saved; every figure and verdict below is read "
+            "from them."
         )
-    held = "; ".join(
-        f"{label} {', '.join(map(str, seeds_of(results, scheme)))}"
-        for scheme, label in results["labels"].items()
-        if "+" not in scheme
-    )
+    else:
+        text = (
+            "Part of the plan's training runs are saved. A part still pending shows no "
+            "figures and no verdicts; nox -s train resumes the set."
+        )
+    out: list[nodes.Node] = [paragraph(text, where)]
+    table = new_table("Training runs saved", ["part of the plan", "saved"], [40, 12], where)
+    rows = body(table)
+    for part in done["parts"].values():
+        row = nodes.row()
+        row += text_cell(part["text"], where)
+        row += cell(f"{part['done']} / {part['jobs']}")
+        rows += row
+    row = nodes.row()
+    row += text_cell("all", where)
+    row += cell(f"{done['done']} / {done['jobs']}")
+    rows += row
+    out.append(table)
+    return out
+
+
+def status(found: dict[str, Any]) -> str:
+    """A sentence on how much of the plan the folder holds, and what is pending (the report's
+    words; the page shows :func:`status_nodes`, whose messages do not change with the counts)."""
+    done = found["progress"]
+    if done["complete"]:
+        return (
+            f"All {done['jobs']} training runs of the plan are saved; every figure and verdict "
+            "below is read from them."
+        )
+    missing = [
+        f"{part['text']} ({part['done']} of {part['jobs']})"
+        for part in done["parts"].values()
+        if part["done"] < part["jobs"]
+    ]
     return (
-        f"The file holds part of a run: {done} of its {wanted} training runs "
-        f"({steps:,} steps each) had finished when it was saved. Seeds per scheme: "
-        f"{held}. Where a scheme has one seed, its range is a single value and no "
-        "difference to it is established; rerun nox -s train for the rest."
+        f"{done['done']} of the plan's {done['jobs']} training runs are saved; pending: "
+        f"{'; '.join(missing)}. A part still pending shows no figures and no verdicts: "
+        "nox -s train resumes the set."
     )
 
 
+def interval_cell(row: dict[str, Any] | None, where: Where) -> nodes.entry:
+    if row is None or row["verdict"] is None:
+        return text_cell(PENDING, where)
+    lo, hi = row["interval"]
+    entry = nodes.entry()
+    para = nodes.paragraph()
+    para += words(nodes.strong(row["verdict"], row["verdict"]), where)
+    entry += para
+    entry += cell(f"{row['mean']:+.3f}", f"[{lo:+.3f}, {hi:+.3f}]").children
+    return entry
+
+
+def findings_table(found: dict[str, Any], which: str, where: Where) -> nodes.table:
+    findings = analysis.FINDINGS if which == "papers" else analysis.OBSERVATIONS
+    names = main_scales(found)
+    heads = ["finding", *[f"{name} scale" for name in names]]
+    title = "Paired difference (first minus second, nats per byte), its 95% interval, the verdict"
+    out = new_table(title, heads, [40] + [22] * len(names), where)
+    rows = body(out)
+    for finding in findings:
+        row = nodes.row()
+        row += text_cell(finding.text, where)
+        for name in names:
+            at = block(found, name)
+            key = "results" if which == "papers" else "observations"
+            match = None if at is None else next(r for r in at[key] if r["key"] == finding.key)
+            row += interval_cell(match, where)
+        rows += row
+    return out
+
+
+def loss_table(
+    found: dict[str, Any], scale: str, schemes: list[str] | None, past: bool, where: Where
+) -> nodes.Node:
+    at = block(found, scale)
+    if at is None:
+        return pending_note(found, f"main-{scale}", where)
+    multiples = MULTIPLES[1:] if past else MULTIPLES
+    l_train = at["scale"]["L_train"]
+    what = "past L_train only" if past else "all tokens"
+    title = f"Test loss at the {scale} scale, nats per byte, {what}: the seeds' mean and range"
+    heads = ["scheme", "seeds", "rate", *[f"{m}× ({int(m) * l_train})" for m in multiples]]
+    out = new_table(title, heads, [30, 6, 8] + [12] * len(multiples), where)
+    rows = body(out)
+    for scheme in schemes or list(at["table"]):
+        entry = at["table"].get(scheme)
+        if entry is None:
+            raise ExtensionError(f"train-table: no run of {scheme!r} at {scale!r}")
+        row = nodes.row()
+        row += text_cell(analysis.LABELS[scheme], where)
+        row += cell(str(len(entry["seeds"])))
+        row += cell(", ".join(f"{lr:g}" for lr in entry["lr"]))
+        for m in multiples:
+            values = entry["loss_past" if past else "loss"].get(m)
+            if values is None:
+                row += text_cell("n/a", where, "refused")
+                continue
+            row += cell(f"{values['mean']:.3f}", f"{values['min']:.3f}–{values['max']:.3f}")
+        rows += row
+    return out
+
+
+def sweep_table(found: dict[str, Any], scale: str, where: Where) -> nodes.Node:
+    rates = found["progress"]["plan"]["rates"].get(scale, [])
+    sweep = found["sweep"].get(scale, {})
+    if not sweep:
+        return pending_note(found, f"sweep-{scale}", where)
+    title = f"Validation loss at L_train of seed 0 at each learning rate, {scale} scale"
+    heads = ["scheme", *rates, "chosen"]
+    out = new_table(title, heads, [30] + [12] * len(rates) + [10], where)
+    rows = body(out)
+    for scheme in analysis.TRAINED:
+        entry = sweep.get(scheme)
+        if entry is None:
+            continue
+        row = nodes.row()
+        row += text_cell(analysis.LABELS[scheme], where)
+        for rate in rates:
+            loss = entry["rates"].get(rate)
+            shown = PENDING if rate not in entry["rates"] else "diverged"
+            if loss is not None and loss == loss:  # not nan
+                shown = f"{loss:.3f}"
+            row += cell(shown, strong=rate == entry["chosen"])
+        row += cell(entry["chosen"] or PENDING)
+        rows += row
+    return out
+
+
+def best_table(found: dict[str, Any], where: Where) -> nodes.table:
+    names = main_scales(found)
+    title = "The best trained scheme at each length, and the paired gap to the runner-up"
+    out = new_table(
+        title, ["length", *[f"{n} scale" for n in names]], [10] + [30] * len(names), where
+    )
+    rows = body(out)
+    for m in MULTIPLES:
+        row = nodes.row()
+        row += cell(f"{m}×")
+        for name in names:
+            at = block(found, name)
+            entry = None if at is None else next(r for r in at["best"] if r["multiple"] == m)
+            if entry is None or entry["best"] is None or "mean" not in entry:
+                row += text_cell(PENDING, where)
+                continue
+            lo, hi = entry["interval"]
+            best, second = analysis.LABELS[entry["best"]], analysis.LABELS[entry["runner_up"]]
+            verdict = "ahead of" if entry["separate"] else "level with"
+            row += text_cell(best, where, verdict, second)
+            row[-1] += cell(f"{entry['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]").children
+        rows += row
+    return out
+
+
+def _finetune_cells(found: dict[str, Any]) -> dict[str, Any] | None:
+    if not ready(found, "finetune-passkey"):
+        return None
+    tables = list(found["finetune"].values())
+    return tables[0] if tables else None
+
+
+def finetune_table(found: dict[str, Any], multiple: str, where: Where) -> nodes.Node:
+    table = _finetune_cells(found)
+    if table is None:
+        return pending_note(found, "finetune-passkey", where)
+    plan = found["progress"]["plan"]["finetune"]
+    steps = [str(n) for n in plan["checkpoints"]]
+    title = (
+        f"Test loss at {multiple}× L_train after fine-tuning at 4×, nats per byte: "
+        "the seeds' mean and range"
+    )
+    heads = ["scaling", *[f"{n} steps" for n in steps]]
+    out = new_table(title, heads, [24] + [14] * len(steps), where)
+    rows = body(out)
+    for scaling in plan["scalings"]:
+        row = nodes.row()
+        row += text_cell(SCALING_LABELS.get(scaling, scaling), where)
+        for n in steps:
+            entry = table.get(scaling, {}).get(n)
+            if entry is None:
+                row += text_cell(PENDING, where)
+                continue
+            v = entry[f"loss_{multiple}x"]
+            row += cell(f"{v['mean']:.3f}", f"{v['min']:.3f}–{v['max']:.3f}")
+        rows += row
+    return out
+
+
+SCALING_LABELS = {
+    "none": "none (extrapolation)",
+    "linear": "linear (PI)",
+    "dynamic": "dynamic NTK",
+    "yarn": "YaRN",
+}
+
+
+def passkey_table(found: dict[str, Any], where: Where) -> nodes.Node:
+    table = _finetune_cells(found)
+    if table is None:
+        return pending_note(found, "finetune-passkey", where)
+    plan = found["progress"]["plan"]["finetune"]
+    distances = list(next(iter(next(iter(table.values())).values()))["passkey"])
+    title = (
+        "Passkey retrieval, exact match, by the key's distance (bytes): the seeds' mean, "
+        "and their range where they differ"
+    )
+    heads = ["scaling", "steps", *distances]
+    out = new_table(title, heads, [24, 8] + [10] * len(distances), where)
+    rows = body(out)
+    for scaling in plan["scalings"]:
+        for n in plan["checkpoints"]:
+            entry = table.get(scaling, {}).get(str(n))
+            row = nodes.row()
+            row += text_cell(SCALING_LABELS.get(scaling, scaling), where)
+            row += cell(str(n))
+            for d in distances:
+                if entry is None:
+                    row += text_cell(PENDING, where)
+                    continue
+                v = entry["passkey"][d]
+                spread = [] if v["min"] == v["max"] else [f"{v['min']:.0%}–{v['max']:.0%}"]
+                row += cell(f"{v['mean']:.0%}", *spread)
+            rows += row
+    return out
+
+
+def finetune_findings(found: dict[str, Any], where: Where) -> nodes.table:
+    title = "Paired difference, its 95% interval over the seeds, the verdict"
+    out = new_table(title, ["finding", "fine-tuning"], [60, 24], where)
+    rows = body(out)
+    lists = list(found["finetune_findings"].values())
+    saved = lists[0] if lists and ready(found, "finetune-passkey") else []
+    for finding in analysis.FINETUNE_FINDINGS:
+        row = nodes.row()
+        row += text_cell(finding.text, where)
+        match = next((r for r in saved if r["key"] == finding.key), None)
+        row += interval_cell(match, where)
+        rows += row
+    return out
+
+
+def info(found: dict[str, Any], key: str) -> str:
+    """A value of the environment (``env.``), of the plan (``plan.``) or of what is saved
+    of it (``progress.``)."""
+    tree = {
+        "env": found["environment"],
+        "plan": found["progress"]["plan"],
+        "progress": found["progress"],
+    }
+    try:
+        value = reduce(lambda node, part: node[part], key.split("."), tree)
+    except (KeyError, TypeError) as error:
+        raise ExtensionError(f":train-info: no {key!r}") from error
+    if isinstance(value, list):
+        if not value:
+            return PENDING
+        return ", ".join(_show(v) for v in value)
+    return _show(value)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_show(v)}" for k, v in value.items())
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+# -- the directives and roles -----------------------------------------------------------------
 class TrainStatus(SphinxDirective):
     def run(self) -> list[nodes.Node]:
-        text = status(_load(self.env))
         note = nodes.note()
-        note += words(nodes.paragraph(text, text), self.get_source_info())
+        note += status_nodes(_load(self.env), self.get_source_info())
         return [note]
 
 
 class TrainTable(SphinxDirective):
+    required_arguments = 1
     option_spec = {"past": directives.flag, "schemes": directives.unchanged}  # noqa: RUF012
 
     def run(self) -> list[nodes.Node]:
-        results = _load(self.env)
         chosen = self.options.get("schemes")
-        schemes = chosen.split() if chosen else list(results["labels"])
-        return [table(results, schemes, "past" in self.options, self.get_source_info())]
+        schemes = chosen.split() if chosen else None
+        past = "past" in self.options
+        where = self.get_source_info()
+        return [loss_table(_load(self.env), self.arguments[0], schemes, past, where)]
+
+
+class TrainSweep(SphinxDirective):
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        return [sweep_table(_load(self.env), self.arguments[0], self.get_source_info())]
+
+
+class TrainFindings(SphinxDirective):
+    option_spec = {"set": lambda arg: directives.choice(arg, ("papers", "observations"))}  # noqa: RUF012
+
+    def run(self) -> list[nodes.Node]:
+        which = self.options.get("set", "papers")
+        return [findings_table(_load(self.env), which, self.get_source_info())]
+
+
+class TrainBest(SphinxDirective):
+    def run(self) -> list[nodes.Node]:
+        return [best_table(_load(self.env), self.get_source_info())]
+
+
+class TrainFinetune(SphinxDirective):
+    option_spec = {"multiple": lambda arg: directives.choice(arg, ("1", "4", "8"))}  # noqa: RUF012
+
+    def run(self) -> list[nodes.Node]:
+        multiple = self.options.get("multiple", "4")
+        return [finetune_table(_load(self.env), multiple, self.get_source_info())]
+
+
+class TrainPasskey(SphinxDirective):
+    def run(self) -> list[nodes.Node]:
+        return [passkey_table(_load(self.env), self.get_source_info())]
+
+
+class TrainFinetuneFindings(SphinxDirective):
+    def run(self) -> list[nodes.Node]:
+        return [finetune_findings(_load(self.env), self.get_source_info())]
 
 
 class TrainCheck(SphinxDirective):
     has_content = True
 
     def run(self) -> list[nodes.Node]:
-        results = _load(self.env)
+        found = _load(self.env)
         for line in self.content:
-            if line.strip():
-                check(results, line.strip())
+            claim = line.strip()
+            if claim and holds(found, claim) is False:
+                raise ExtensionError(f"train-check: the saved runs contradict {claim!r}")
         return []
+
+
+class TrainWhen(SphinxDirective):
+    has_content = True
+    required_arguments = 1
+    final_argument_whitespace = True
+
+    def run(self) -> list[nodes.Node]:
+        found = _load(self.env)
+        if not all(holds(found, claim) for claim in self.arguments[0].split(";")):
+            return []
+        container = nodes.container()
+        nested_parse_with_titles(self.state, StringList(self.content), container)
+        return list(container.children)
 
 
 class TrainFigure(SphinxRole):
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
         parts = self.text.split()
-        if len(parts) != 3:
-            raise ExtensionError(f":train: takes 'SCHEME MULTIPLE STAT', got {self.text!r}")
+        if len(parts) != 4:
+            raise ExtensionError(f":train: takes 'SCALE SCHEME MULTIPLE STAT', got {self.text!r}")
         text = figure(_load(self.env), *parts)
         return [nodes.Text(text)], []
 
 
 class TrainInfo(SphinxRole):
     def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
-        try:
-            value = reduce(lambda node, key: node[key], self.text.split("."), _load(self.env))
-        except (KeyError, TypeError) as error:
-            raise ExtensionError(f":train-info: no {self.text!r} in the run") from error
-        if isinstance(value, float):
-            value = f"{value:,.0f}" if value >= 100 else f"{value:g}"
-        elif isinstance(value, int):
-            value = f"{value:,}"
-        return [nodes.literal(str(value), str(value))], []
+        value = info(_load(self.env), self.text)
+        return [nodes.literal(value, value)], []
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    app.add_config_value("train_results_file", "../benchmarks/results/train-cpu.json", "env")
-    app.add_directive("train-table", TrainTable)
-    app.add_directive("train-check", TrainCheck)
+    app.add_config_value("train_results_folder", "../benchmarks/results/train", "env")
+    app.add_config_value("train_results_quick", False, "env")
     app.add_directive("train-status", TrainStatus)
+    app.add_directive("train-table", TrainTable)
+    app.add_directive("train-sweep", TrainSweep)
+    app.add_directive("train-findings", TrainFindings)
+    app.add_directive("train-best", TrainBest)
+    app.add_directive("train-finetune", TrainFinetune)
+    app.add_directive("train-passkey", TrainPasskey)
+    app.add_directive("train-finetune-findings", TrainFinetuneFindings)
+    app.add_directive("train-check", TrainCheck)
+    app.add_directive("train-when", TrainWhen)
     app.add_role("train", TrainFigure())
     app.add_role("train-info", TrainInfo())
-    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
+    return {"version": "2", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -3,59 +3,66 @@ What the schemes do when trained
 ================================
 
 Each scheme of posenc, in the same small byte-level language model, trained at
-L_train = 64 bytes and evaluated on the same held-out bytes in chunks of 64,
-128, 256 and 512 (as `Press et al. <https://arxiv.org/abs/2108.12409>`__, 2022,
-evaluate). This script draws the saved run of ``nox -s train``
-(``benchmarks/results/train-cpu.json``): training takes more than an hour on
-two cores (the file records how long), drawing a second.
+a training length L_train and evaluated on the same held-out test bytes in
+chunks of 1, 2, 4 and 8 × L_train (as `Press et al.
+<https://arxiv.org/abs/2108.12409>`__, 2022, evaluate), at two training
+lengths, several seeds each, each scheme at the learning rate its sweep chose
+on validation. This script draws the saved runs of ``nox -s
+train``, one file a run in ``benchmarks/results/train/``, through the
+harness's analysis (``benchmarks/train_analysis.py``): training takes hours
+on two cores, drawing a few seconds. Where a part of the set is not saved yet,
+the figures draw what is and say what is pending.
 
 Explained in :ref:`guide-trained`.
 """
 
 # %%
-# The saved run: one entry per scheme and seed, with the loss (nats per byte)
-# at each multiple of L_train, null where a scheme cannot go.
-import json
-import statistics
+# The saved runs, and how much of the plan they are. Each run's file holds the
+# test loss (nats per byte) at each multiple of L_train, null where a scheme
+# cannot go, and the loss of each block of the test text, which the paired
+# intervals resample.
+import os
+import sys
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-RESULTS = Path("benchmarks/results/train-cpu.json")  # from the repository's root
-if not RESULTS.is_file():
-    RESULTS = Path("../..") / RESULTS  # from examples/schemes, as the gallery runs it
-run = json.loads(RESULTS.read_text(encoding="utf-8"))
-l_train, steps = run["training"]["L_train"], run["training"]["steps"]
-multiples = [str(m) for m in run["evaluation"]["multiples"]]
-seeds = sorted({row["seed"] for row in run["runs"]})
-print(f"{len(run['runs'])} rows, {steps} steps, seeds {seeds}, L_train = {l_train}")
-print("the whole run" if run["complete"] else "a partial run: some seeds are missing")
+BENCHMARKS = Path("benchmarks")  # from the repository's root
+if not BENCHMARKS.is_dir():
+    BENCHMARKS = (
+        Path("../..") / BENCHMARKS
+    )  # from examples/schemes, as the gallery runs it
+sys.path.insert(0, str(BENCHMARKS.resolve()))
+import train_analysis as analysis  # benchmarks/ is not a package
+
+# To draw another folder, your own quick run's say: TRAIN_RESULTS=/tmp/train-quick/runs
+# TRAIN_PLAN=quick python examples/schemes/plot_19_trained_comparison.py
+FOLDER = Path(os.environ.get("TRAIN_RESULTS", BENCHMARKS / "results" / "train"))
+records = analysis.load(FOLDER)
+done = analysis.progress(FOLDER, quick=os.environ.get("TRAIN_PLAN") == "quick")
+found = analysis.analyse(records)
+print(f"{done['done']} of the plan's {done['jobs']} training runs saved")
+for part in done["parts"].values():
+    print(f"  {part['text']}: {part['done']} of {part['jobs']}")
+scales = list(done["plan"]["steps"])  # small, long
+blocks = {block["name"]: block for block in found["findings"]}
 
 
-def seeds_of(scheme, key="loss"):
-    """Per multiple, the losses of the scheme's seeds (None: refused there)."""
-    rows = [row for row in run["runs"] if row["scheme"] == scheme]
-    return {m: [row[key][m] for row in rows] for m in multiples}
+def saved_note(scale):
+    """'k of n runs saved' for the main runs at ``scale``, or '' when all are."""
+    part = done["parts"].get(f"main-{scale}", {"done": 0, "jobs": 0})
+    if part["done"] == part["jobs"]:
+        return ""
+    return f" ({part['done']} of {part['jobs']} runs saved)"
 
-
-for scheme, label in run["labels"].items():
-    shown = []
-    for m, values in seeds_of(scheme).items():
-        if None in values:
-            shown.append(f"{m}x   n/a")
-        else:
-            shown.append(f"{m}x {statistics.fmean(values):.3f}")
-    print(f"{label:<34}", "  ".join(shown))
 
 # %%
-# Loss against the evaluation length: the line is the mean over the seeds, the
-# band their range (min to max). First the trained schemes, then RoPE trained
-# at 64 and run longer with the scalings users reach for, without retraining.
-# Last, where the loss goes up: the loss at each position of the 512-byte
-# chunks, averaged over the chunks and the seeds (and over 8 neighbouring
-# positions, so that the curves can be told apart). Left of the dashed line the
-# model sees distances it was trained on; right of it, none of its training had.
-# The three panels are one figure, drawn in this one cell.
+# Loss against the evaluation length, at each scale: the line is the mean over
+# the seeds, the band their range (min to max). First the trained schemes;
+# then RoPE trained at L_train and run longer with the scalings users reach
+# for, without training (linear and YaRN configured for the length, dynamic
+# NTK at its fixed factor). Left of the dashed line the model sees lengths it
+# was trained on.
 COLOURS = {
     "nope": "0.45",
     "sinusoid": "C0",
@@ -68,70 +75,207 @@ COLOURS = {
     "rope+dynamic": "C8",
     "rope+yarn": "C6",
 }
-trained = [s for s in run["labels"] if "+" not in s]
-scaled = [s for s in run["labels"] if s == "rope" or s.startswith("rope+")]
-
-fig, axes = plt.subplot_mosaic(
-    [["schemes"], ["scalings"], ["positions"]],
-    figsize=(6.8, 10.5),
-    layout="constrained",
-)
-for key, group in (("schemes", trained), ("scalings", scaled)):
-    ax = axes[key]
-    for scheme in group:
-        lengths, low, mean, high = [], [], [], []
-        for m, values in seeds_of(scheme).items():
-            if None not in values:
-                lengths.append(int(m) * l_train)
-                low.append(min(values))
-                high.append(max(values))
-                mean.append(statistics.fmean(values))
-        colour = COLOURS.get(scheme, "black")
-        marker = "o" if len(lengths) == 1 else "."
-        label = run["labels"][scheme].replace(" (default)", "")
-        ax.plot(lengths, mean, marker=marker, color=colour, label=label)
-        ax.fill_between(lengths, low, high, color=colour, alpha=0.25, linewidth=0)
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(
-        [int(m) * l_train for m in multiples],
-        [str(int(m) * l_train) for m in multiples],
-    )
-    ax.axvline(l_train, color="black", linestyle="--", linewidth=1)
-    ax.set_xlabel("evaluation length (bytes)", fontsize=10)
-    ax.set_ylabel("loss (nats per byte)", fontsize=10)
-    ax.tick_params(labelsize=10)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=10, ncols=2, loc="upper left")
-titles = {
-    "schemes": f"trained at L_train = {l_train}, evaluated longer",
-    "scalings": "RoPE with inference-time scalings (no training)",
+SHORT = {
+    **analysis.LABELS,
+    "t5": "T5, max_distance L_train",
+    "t5-128": "T5, max_distance 128",
 }
-for key, title in titles.items():
-    axes[key].set_title(title, fontsize=10)
 
-ax = axes["positions"]
-window = 8
-for scheme in [*trained, "rope+yarn"]:
-    rows = [row["per_position"] for row in run["runs"] if row["scheme"] == scheme]
-    if not rows or rows[0] is None:
+
+def pending_axes(ax, text):
+    ax.text(
+        0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=10
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def by_length(schemes, title):
+    """One panel per scale: the loss of ``schemes`` against the evaluation length."""
+    fig, axes = plt.subplots(1, len(scales), figsize=(6.8, 4.4), layout="constrained")
+    axes = list(axes) if len(scales) > 1 else [axes]
+    for ax, scale in zip(axes, scales, strict=True):
+        block = blocks.get(scale)
+        if block is None:
+            ax.set_title(f"{scale} scale{saved_note(scale)}", fontsize=10)
+            pending_axes(ax, "pending:\nno run saved yet")
+            continue
+        l_train = block["scale"]["L_train"]
+        ax.set_title(
+            f"{scale} scale, L_train = {l_train}{saved_note(scale)}", fontsize=10
+        )
+        for scheme in schemes:
+            entry = block["table"].get(scheme)
+            if entry is None:
+                continue
+            shown = [(int(m), v) for m, v in entry["loss"].items() if v is not None]
+            lengths = [m * l_train for m, _ in shown]
+            colour = COLOURS[scheme]
+            marker = "o" if len(lengths) == 1 else "."
+            means = [v["mean"] for _, v in shown]
+            ax.plot(lengths, means, marker=marker, color=colour, label=SHORT[scheme])
+            low, high = [v["min"] for _, v in shown], [v["max"] for _, v in shown]
+            ax.fill_between(lengths, low, high, color=colour, alpha=0.25, linewidth=0)
+        ax.set_xscale("log", base=2)
+        ticks = [int(m) * l_train for m in analysis.MULTIPLES]
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.axvline(l_train, color="black", linestyle="--", linewidth=1)
+        ax.set_xlabel("evaluation length (bytes)", fontsize=10)
+        ax.tick_params(labelsize=10)
+    axes[0].set_ylabel("test loss (nats/byte)", fontsize=10)
+    handles, labels = next(
+        (
+            ax.get_legend_handles_labels()
+            for ax in axes
+            if ax.get_legend_handles_labels()[0]
+        ),
+        ([], []),
+    )
+    if handles:
+        fig.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=10)
+    fig.suptitle(title, fontsize=11)
+    plt.show()
+
+
+by_length(analysis.TRAINED, "Trained schemes: the seeds' mean and range")
+
+# %%
+by_length(
+    ("rope", "rope+linear", "rope+dynamic", "rope+yarn"),
+    "RoPE run longer with a scaling, no training",
+)
+
+# %%
+# The learning-rate sweep: seed 0 of each scheme at each rate, the validation
+# loss at L_train. The rate with the lowest is the scheme's rate for its main
+# runs (a run that diverged is never chosen).
+fig, axes = plt.subplots(
+    1, len(scales), figsize=(6.8, 4.2), layout="constrained", squeeze=False
+)
+for ax, scale in zip(axes[0], scales, strict=True):
+    sweep = found["sweep"].get(scale, {})
+    part = done["parts"].get(f"sweep-{scale}")
+    pending = (
+        ""
+        if part is None or part["done"] == part["jobs"]
+        else f" ({part['done']} of {part['jobs']} runs saved)"
+    )
+    ax.set_title(f"sweep, {scale} scale{pending}", fontsize=10)
+    if not sweep:
+        empty = (
+            "no sweep in this plan" if part is None else "pending:\nno run saved yet"
+        )
+        ax.text(
+            0.5,
+            0.5,
+            empty,
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=10,
+        )
+        ax.set_xticks([])
+        ax.set_yticks([])
         continue
-    per_position = [statistics.fmean(values) for values in zip(*rows, strict=True)]
-    smooth = [
-        statistics.fmean(per_position[i : i + window])
-        for i in range(0, len(per_position), window)
-    ]
-    centres = [i + window / 2 for i in range(0, len(per_position), window)]
-    label = run["labels"][scheme].replace(" (default)", "")
-    ax.plot(centres, smooth, color=COLOURS.get(scheme, "black"), label=label)
-ax.axvline(l_train, color="black", linestyle="--", linewidth=1)
-ax.set_xlabel("position in a 512-byte chunk", fontsize=10)
-ax.set_ylabel("loss (nats per byte)", fontsize=10)
-ax.set_title("per position, at 8 × L_train", fontsize=10)
+    for scheme in analysis.TRAINED:
+        entry = sweep.get(scheme)
+        if entry is None:
+            continue
+        points = sorted(
+            (float(lr), loss) for lr, loss in entry["rates"].items() if loss
+        )
+        ax.plot(
+            *zip(*points, strict=True),
+            marker="o",
+            color=COLOURS[scheme],
+            label=SHORT[scheme],
+        )
+    ax.set_xscale("log")
+    rates = done["plan"]["rates"][scale]
+    ax.set_xticks([float(r) for r in rates], rates)
+    ax.minorticks_off()
+    ax.set_xlabel("learning rate", fontsize=10)
+    ax.set_ylabel("validation loss, 1×", fontsize=10)
+    ax.tick_params(labelsize=10)
+handles, labels = axes[0][0].get_legend_handles_labels()
+if handles:
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, fontsize=10)
+plt.show()
+
+# %%
+# The papers' findings, and this run's own questions, as paired differences:
+# for each seed and each block of the test text, the loss of the first term
+# minus the second (both saw the same batches and the same bytes), their mean
+# and a 95% two-way bootstrap interval (seeds and blocks resampled). A finding
+# that claims "less" is reproduced where the interval lies left of the dashed
+# line, not reproduced where it lies right of it, and not separable where it
+# straddles it (one that claims "within 0.01" or "within 0.05" is judged
+# against that bound, both sides: the tables of the guide give each verdict).
+# Only the scales whose main runs are all saved are drawn.
+rows = [*analysis.FINDINGS, *analysis.OBSERVATIONS]
+fig, ax = plt.subplots(figsize=(6.8, 6.4), layout="constrained")
+shift = {scale: 0.18 * (i - (len(scales) - 1) / 2) for i, scale in enumerate(scales)}
+markers = dict(zip(scales, "os", strict=False))
+drawn = []
+for scale in scales:
+    block = blocks.get(scale) if not saved_note(scale) else None
+    if block is None:
+        continue
+    drawn.append(scale)
+    results = {r["key"]: r for r in [*block["results"], *block["observations"]]}
+    for y, finding in enumerate(rows):
+        r = results[finding.key]
+        if r["verdict"] is None:
+            continue
+        lo, hi = r["interval"]
+        ax.errorbar(
+            r["mean"],
+            y + shift[scale],
+            xerr=[[r["mean"] - lo], [hi - r["mean"]]],
+            fmt=markers[scale],
+            color="C0" if scale == scales[0] else "C3",
+            label=scale if y == 0 else None,
+            markersize=4,
+        )
+ax.axvline(0, color="black", linestyle="--", linewidth=1)
+
+
+TERMS = {**analysis.LABELS, "t5": "T5 (L_train)", "t5-128": "T5 (128)"}
+
+
+def term(scheme, multiple):
+    return f"{TERMS[scheme]} {multiple}×"
+
+
+for y, finding in enumerate(rows):  # a finding's own bound, where it is not 0
+    bounds = (
+        [finding.bound] if finding.kind == "less" else [-finding.bound, finding.bound]
+    )
+    for bound in bounds:
+        if bound:
+            ax.plot([bound, bound], [y - 0.35, y + 0.35], color="0.5", linewidth=2)
+
+
+names = [f"{term(*f.first)} − {term(*f.second)}" for f in rows]
+ax.set_yticks(range(len(rows)), names)
+ax.invert_yaxis()
+ax.set_xscale("symlog", linthresh=0.03, linscale=0.5)
+ticks = [-1, -0.3, -0.1, -0.03, 0, 0.03, 0.1, 0.3, 1]
+ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+ax.set_xlabel(
+    "paired difference, first − second (nats/byte)\n"
+    "holds left of its bound (0 or grey bar), or between two bars",
+    fontsize=10,
+)
 ax.tick_params(labelsize=10)
-low, high = ax.get_ylim()
-ax.set_ylim(low, high + 0.4 * (high - low))  # room for the legend above the curves
-if ax.get_legend_handles_labels()[0]:
-    ax.legend(fontsize=10, ncols=2, loc="upper left")
-shown_seeds = ", ".join(str(seed) for seed in seeds)
-fig.suptitle(f"Byte-level decoder, {steps} steps, seeds {shown_seeds}", fontsize=11)
+pending = [scale for scale in scales if scale not in drawn]
+title = "Findings: mean paired difference and 95% interval"
+if pending:
+    title += (
+        f"\npending: {' and '.join(pending)} scale{'s' if len(pending) > 1 else ''}"
+    )
+    title += " (main runs not all saved)"
+ax.set_title(title, fontsize=10)
+if drawn:
+    ax.legend(fontsize=10, title="scale", title_fontsize=10)
 plt.show()

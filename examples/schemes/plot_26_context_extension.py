@@ -1,0 +1,202 @@
+r"""
+Making a trained model longer
+=============================
+
+A RoPE model pretrained at L_train = 64 bytes, then fine-tuned at 4 × L_train
+(256 bytes) with each of the scalings people use to extend a context: none
+(plain extrapolation), linear (Position Interpolation, `Chen et al.
+<https://arxiv.org/abs/2306.15595>`__, 2023), dynamic NTK, and YaRN (`Peng et
+al. <https://arxiv.org/abs/2309.00071>`__, 2023). Each is recorded after a
+few numbers of fine-tuning steps, from none to a thousand, over several
+seeds: its test loss at 4 and 8 × L_train, and Chen et al.'s passkey
+retrieval (a number hidden in filler text, asked for at the end) against the
+number's distance. This
+script draws the saved runs of ``nox -s train`` through the harness's
+analysis; where the fine-tuning arms are not all saved yet, it draws what is
+and says what is pending.
+
+Explained in :ref:`guide-extending`.
+"""
+
+# %%
+# The saved fine-tuning runs, and how much of the plan they are.
+import os
+import sys
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+BENCHMARKS = Path("benchmarks")  # from the repository's root
+if not BENCHMARKS.is_dir():
+    BENCHMARKS = (
+        Path("../..") / BENCHMARKS
+    )  # from examples/schemes, as the gallery runs it
+sys.path.insert(0, str(BENCHMARKS.resolve()))
+import train_analysis as analysis  # benchmarks/ is not a package
+
+# To draw another folder, your own quick run's say: TRAIN_RESULTS=/tmp/train-quick/runs
+# TRAIN_PLAN=quick python examples/schemes/plot_26_context_extension.py
+FOLDER = Path(os.environ.get("TRAIN_RESULTS", BENCHMARKS / "results" / "train"))
+records = analysis.load(FOLDER)
+done = analysis.progress(FOLDER, quick=os.environ.get("TRAIN_PLAN") == "quick")
+plan = done["plan"]["finetune"]
+table = analysis.finetune_table(records, plan["pretrain_steps"])
+part = done["parts"]["finetune-passkey"]
+pending = part["done"] < part["jobs"]
+status = f"{part['done']} of {part['jobs']} fine-tuning runs saved"
+print(status)
+for scaling, by_steps in table.items():
+    for steps, cell in sorted(by_steps.items(), key=lambda item: int(item[0])):
+        print(
+            f"{scaling:<8} {steps:>5} steps: loss at 4x {cell['loss_4x']['mean']:.3f}, "
+            f"at 8x {cell['loss_8x']['mean']:.3f} (seeds {cell['seeds']})"
+        )
+
+# %%
+# The loss against the fine-tuning steps, at the fine-tuning length (4 ×) and
+# past it (8 ×): the line is the mean over the seeds, the band their range.
+# The step axis is linear up to 50 and logarithmic beyond, so that 0 (the
+# scaling alone, no training) has its place.
+COLOURS = {"none": "0.35", "linear": "C9", "dynamic": "C8", "yarn": "C6"}
+LABELS = {
+    "none": "none (extrapolation)",
+    "linear": "linear (PI)",
+    "dynamic": "dynamic NTK",
+    "yarn": "YaRN",
+}
+fig, axes = plt.subplots(1, 2, figsize=(6.8, 3.8), layout="constrained", sharey=True)
+for ax, multiple in zip(axes, ("4", "8"), strict=True):
+    for scaling in plan["scalings"]:
+        by_steps = table.get(scaling, {})
+        points = sorted(
+            (int(n), cell[f"loss_{multiple}x"]) for n, cell in by_steps.items()
+        )
+        if not points:
+            continue
+        steps = [n for n, _ in points]
+        colour = COLOURS.get(scaling, "black")
+        ax.plot(
+            steps,
+            [v["mean"] for _, v in points],
+            marker="o",
+            markersize=4,
+            color=colour,
+            label=LABELS.get(scaling, scaling),
+        )
+        ax.fill_between(
+            steps,
+            [v["min"] for _, v in points],
+            [v["max"] for _, v in points],
+            color=colour,
+            alpha=0.25,
+            linewidth=0,
+        )
+    ax.set_xscale("symlog", linthresh=50)
+    ax.set_xticks(plan["checkpoints"], [str(n) for n in plan["checkpoints"]])
+    ax.set_xlabel("fine-tuning steps at 4 × L_train", fontsize=10)
+    ax.set_title(f"test loss at {multiple} × L_train", fontsize=10)
+    ax.tick_params(labelsize=10)
+    if not table:
+        ax.text(
+            0.5,
+            0.5,
+            "pending:\nno run saved yet",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=10,
+        )
+axes[0].set_ylabel("loss (nats/byte)", fontsize=10)
+if axes[0].get_legend_handles_labels()[0]:
+    axes[0].legend(fontsize=10)
+fig.suptitle(
+    "Fine-tuning a RoPE model at 4 × its training length"
+    + (f"\npending: {status}" if pending else ""),
+    fontsize=10,
+)
+plt.show()
+
+# %%
+# Passkey retrieval against the distance from the key to the question, one
+# panel per number of fine-tuning steps: the share of examples whose five
+# digits all come out right, the mean over the seeds and their range. The
+# dashed lines mark the pretraining length (64) and the fine-tuning length
+# (256).
+steps_shown = plan["checkpoints"]
+fig, axes = plt.subplots(
+    2, 2, figsize=(6.8, 6.4), layout="constrained", sharex=True, sharey=True
+)
+for ax, n in zip(axes.flat, steps_shown, strict=False):
+    for scaling in plan["scalings"]:
+        cell = table.get(scaling, {}).get(str(n))
+        if cell is None:
+            continue
+        distances = [int(d) for d in cell["passkey"]]
+        values = list(cell["passkey"].values())
+        colour = COLOURS.get(scaling, "black")
+        ax.plot(
+            distances,
+            [v["mean"] for v in values],
+            marker="o",
+            markersize=4,
+            color=colour,
+            label=LABELS.get(scaling, scaling),
+        )
+        ax.fill_between(
+            distances,
+            [v["min"] for v in values],
+            [v["max"] for v in values],
+            color=colour,
+            alpha=0.2,
+            linewidth=0,
+        )
+    l_train = done["plan"]["scales"][done["plan"]["finetune"].get("scale", "passkey")][
+        "L_train"
+    ]
+    for mark in (l_train, l_train * done["plan"]["finetune_multiple"]):
+        ax.axvline(mark, color="black", linestyle="--", linewidth=1)
+    ax.set_xscale("log", base=2)
+    distances = done["plan"]["passkey_distances"]
+    ax.set_xticks(distances, [str(d) for d in distances])
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title(f"after {n} steps", fontsize=10)
+    ax.tick_params(labelsize=10)
+    if not any(str(n) in table.get(s, {}) for s in plan["scalings"]):
+        ax.text(
+            0.5,
+            0.5,
+            "pending",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=10,
+            backgroundcolor="white",
+        )
+for ax in axes[1]:
+    ax.set_xlabel("distance of the key (bytes)", fontsize=10)
+for ax in axes[:, 0]:
+    ax.set_ylabel("exact retrieval", fontsize=10)
+handles, labels = axes[0][0].get_legend_handles_labels()
+if handles:
+    fig.legend(handles, labels, loc="outside lower center", ncols=4, fontsize=10)
+top = axes[0][0]
+for mark, text in (
+    (l_train, "pretrained"),
+    (l_train * done["plan"]["finetune_multiple"], "fine-tuned"),
+):
+    top.text(
+        mark,
+        0.62,
+        f"{text} ",
+        rotation=90,
+        fontsize=10,
+        va="center",
+        ha="right",
+        transform=top.get_xaxis_transform(),
+    )
+fig.suptitle(
+    "Passkey retrieval after fine-tuning at 256 bytes"
+    + (f"\npending: {status}" if pending else ""),
+    fontsize=10,
+)
+plt.show()
