@@ -49,11 +49,15 @@ blocks = {block["name"]: block for block in found["findings"]}
 
 
 def saved_note(scale):
-    """'k of n runs saved' for the main runs at ``scale``, or '' when all are."""
+    """' (runs pending)' while the main runs at ``scale`` are not all saved, else ''.
+
+    The counts are printed above and tabled on the guide's page; a figure's text
+    stays the same as runs are saved, so its translations do too.
+    """
     part = done["parts"].get(f"main-{scale}", {"done": 0, "jobs": 0})
     if part["done"] == part["jobs"]:
         return ""
-    return f" ({part['done']} of {part['jobs']} runs saved)"
+    return " (runs pending)"
 
 
 # %%
@@ -158,7 +162,7 @@ for ax, scale in zip(axes[0], scales, strict=True):
     pending = (
         ""
         if part is None or part["done"] == part["jobs"]
-        else f" ({part['done']} of {part['jobs']} runs saved)"
+        else " (runs pending)"
     )
     ax.set_title(f"sweep, {scale} scale{pending}", fontsize=10)
     if not sweep:

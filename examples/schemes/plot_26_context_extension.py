@@ -111,7 +111,7 @@ if axes[0].get_legend_handles_labels()[0]:
     axes[0].legend(fontsize=10)
 fig.suptitle(
     "Fine-tuning a RoPE model at 4 × its training length"
-    + (f"\npending: {status}" if pending else ""),
+    + ("\npending: fine-tuning runs not all saved" if pending else ""),
     fontsize=10,
 )
 plt.show()
@@ -196,7 +196,7 @@ for mark, text in (
     )
 fig.suptitle(
     "Passkey retrieval after fine-tuning at 256 bytes"
-    + (f"\npending: {status}" if pending else ""),
+    + ("\npending: fine-tuning runs not all saved" if pending else ""),
     fontsize=10,
 )
 plt.show()
