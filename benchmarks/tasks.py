@@ -25,10 +25,11 @@ tokens, teacher-forced; "exact" is the share of instances whose every answer tok
 
 The schemes (named as in the trained comparison, plus the ones these papers proposed):
 NoPE, the sinusoid, a learned table (of the longest training sequence's rows: refused past
-them and saved as null, "n/a"), RoPE, ALiBi, T5's buckets, KERPLE, FIRE, CoPE, and RoPE and
-the sinusoid at randomized positions (``posenc.random_positions``: sorted positions from
+them and saved as null, "n/a"), RoPE, ALiBi, T5's buckets, KERPLE, FIRE, xPos (its scales'
+center at 0: these sequences are far inside float32's range), CoPE, and RoPE and the
+sinusoid at randomized positions (``posenc.random_positions``: sorted positions from
 ``[0, 4 x the longest test sequence)``, in training and at test, as Ruoss et al.'s code
-applies them). xPos waits for its issue's rotary work: it is not in posenc yet.
+applies them).
 
     python benchmarks/tasks.py --plan                     # what remains, and its time
     python benchmarks/tasks.py                            # build (or resume) the whole set
@@ -64,7 +65,7 @@ FOLDER = Path(__file__).parent / "results" / "tasks"
 METHOD = 1  # the method's version, part of every run's identity
 TASKS = ("copy", "reverse", "count", "select", "flipflop")
 SCHEMES = (
-    "nope", "sinusoid", "learned", "rope", "alibi", "t5", "kerple", "fire", "cope",
+    "nope", "sinusoid", "learned", "rope", "alibi", "t5", "kerple", "fire", "xpos", "cope",
     "rope+random", "sinusoid+random",
 )  # fmt: skip
 MULTIPLES = (1, 2, 4)
@@ -158,13 +159,20 @@ class Block(nn.Module):
         self.cope = cope
 
     def forward(
-        self, x: Tensor, rope: posenc.RotaryEmbedding | None, mask: Tensor, pos: Tensor | None
+        self,
+        x: Tensor,
+        rope: posenc.RotaryEmbedding | None,
+        xpos: posenc.XPos | None,
+        mask: Tensor,
+        pos: Tensor | None,
     ) -> Tensor:
         b, length, d = x.shape
         qkv = self.qkv(self.ln_1(x)).view(b, length, 3, self.heads, d // self.heads)
         q, k, v = qkv.transpose(1, 3).unbind(2)  # (B, H, L, head_dim)
         if rope is not None:
             q, k = rope(q, positions=pos), rope(k, positions=pos)  # glue: RoPE
+        if xpos is not None:
+            q, k = xpos(q, k, positions=pos)  # glue: xPos
         logits = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1]) + mask
         if self.cope is not None:
             logits = logits + self.cope(q, logits)  # glue: CoPE
@@ -186,6 +194,7 @@ class Model(nn.Module):
         self.embed = nn.Embedding(VOCAB, d)
         self.absolute: nn.Module | None = None
         self.rope = posenc.RotaryEmbedding(d // h) if s.startswith("rope") else None
+        self.xpos = posenc.XPos(d // h) if s == "xpos" else None
         self.bias: nn.Module | None = None
         if s.startswith("sinusoid"):
             self.absolute = posenc.PositionalEncoding(d, dropout=0.0)
@@ -220,7 +229,7 @@ class Model(nn.Module):
                 torch.ones(length, length, dtype=torch.bool).triu(1), -math.inf
             )
         for block in self.blocks:
-            x = block(x, self.rope, mask, pos)
+            x = block(x, self.rope, self.xpos, mask, pos)
         out: Tensor = self.head(self.ln_f(x))
         return out
 

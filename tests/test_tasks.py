@@ -86,7 +86,7 @@ def test_unknown_task_and_scheme_are_refused() -> None:
     with pytest.raises(ValueError, match="task must be one of"):
         tasks.instances("parity", 3, 1, torch.Generator())
     with pytest.raises(ValueError, match="scheme must be one of"):
-        tasks.Model(tasks.Config("copy", "xpos", 0), 10, 40)
+        tasks.Model(tasks.Config("copy", "t6", 0), 10, 40)
 
 
 @pytest.mark.parametrize("scheme", tasks.SCHEMES)
