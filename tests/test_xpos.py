@@ -130,11 +130,12 @@ def test_scales_past_the_dtypes_range_are_refused_naming_the_position() -> None:
     xpos = XPos(8)  # γ = 512: float16 holds |p - c| up to about 3,960
     x = torch.randn(1, 4, 8)
     xpos(x.half(), x.half(), offset=3000)
-    with pytest.raises(ValueError, match=r"offset reach 4003 positions.*float16.*center"):
+    message = r"offset puts a position 4003 from center=0.*float16.*3966"
+    with pytest.raises(ValueError, match=message):
         xpos(x.half(), x.half(), offset=4000)
     xpos(x.half(), x.half(), offset=4000, center=4000)  # a center near them: fine
     xpos(x, x, offset=30_000)  # float32: about 35,700
-    with pytest.raises(ValueError, match=r"positions reach 40000 .*float32"):
+    with pytest.raises(ValueError, match=r"positions puts a position 40000 .*float32"):
         xpos(x, x, positions=torch.tensor([0, 1, 2, 40_000]))
     with pytest.raises(ValueError, match="float32"):
         xpos.scales(4, offset=-40_000, dtype=torch.float32)

@@ -205,10 +205,11 @@ class XPos(nn.Module):
         limit = min(math.log(info.max), -math.log(info.tiny)) / -self._log_zeta0
         if far / self.scale_base > limit:
             raise ValueError(
-                f"{name} reach {far:g} positions from center={center:g}: xPos's scales "
+                f"{name} puts a position {far:g} from center={center:g}: xPos's scales "
                 f"ζ^(±(p - center)/scale_base) leave {dtype}'s range past "
-                f"{limit * self.scale_base:.0f} positions (scale_base={self.scale_base:g}); "
-                f"give a center near the middle of the positions, or a larger scale_base"
+                f"{limit * self.scale_base:.0f} from the center (scale_base="
+                f"{self.scale_base:g}); give a center near the middle of the positions, or a "
+                f"larger scale_base"
             )
 
     def forward(
