@@ -196,3 +196,13 @@ def test_hooks_fire_and_see_the_pair() -> None:
     assert seen[1] is out
     assert isinstance(out, tuple)
     assert len(out) == 2
+
+
+def test_fractional_positions_are_the_formula_at_their_values() -> None:
+    torch.manual_seed(8)
+    xpos = XPos(8, scale_base=4.0)
+    x = torch.randn(3, 8, dtype=torch.float64)
+    p = torch.tensor([0.5, 2.25, 7.0])
+    q, k = xpos(x, x, positions=p, center=1.5)
+    torch.testing.assert_close(q, _reference(x, p, 1.0, xpos, 1.5), rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(k, _reference(x, p, -1.0, xpos, 1.5), rtol=1e-13, atol=1e-13)
