@@ -155,20 +155,22 @@ def test_the_plan_counts_what_remains(tmp_path: Path) -> None:
     assert "estimated wall time at 2 workers" in text
 
 
-def _record(scheme: str, one: float, four: float) -> dict[str, object]:
-    return {"task": "copy", "scheme": scheme, "accuracy": {"1": one, "2": 0.5, "4": four}}
+def _record(scheme: str, one: float, two: float, four: float) -> dict[str, object]:
+    return {"task": "copy", "scheme": scheme, "accuracy": {"1": one, "2": two, "4": four}}
 
 
 def test_the_quick_checks_fail_where_a_scheme_is_at_chance_or_randomization_loses() -> None:
     good = [
-        _record("rope", 0.7, 0.12),
-        _record("rope+random", 0.6, 0.28),
-        _record("nope", 0.3, 0.1),
+        _record("rope", 0.7, 0.3, 0.12),
+        _record("rope+random", 0.6, 0.4, 0.28),
+        _record("nope", 0.3, 0.2, 0.1),
     ]
     checks = tasks.quick_checks(good)
-    assert len(checks) == 4
+    assert len(checks) == 5
     assert all(holds for holds, _ in checks)
-    at_chance = [*good[:2], _record("nope", 0.125, 0.1)]
+    at_chance = [*good[:2], _record("nope", 0.125, 0.2, 0.1)]
     assert [h for h, w in tasks.quick_checks(at_chance) if w.startswith("nope")] == [False]
-    losing = [_record("rope", 0.7, 0.3), _record("rope+random", 0.6, 0.28)]
-    assert not tasks.quick_checks(losing)[-1][0]
+    losing_far = [_record("rope", 0.7, 0.3, 0.3), _record("rope+random", 0.6, 0.4, 0.28)]
+    assert [h for h, _ in tasks.quick_checks(losing_far)] == [True, True, True, False]
+    losing_near = [_record("rope", 0.7, 0.4, 0.1), _record("rope+random", 0.6, 0.4, 0.28)]
+    assert [h for h, _ in tasks.quick_checks(losing_near)] == [True, True, False, True]
