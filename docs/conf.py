@@ -47,6 +47,7 @@ extensions = [
     "sphinx_gallery.gen_gallery",
     "bench_results",  # _ext/: the saved benchmark run as tables
     "train_results",  # _ext/: the saved trained comparison as tables, its claims checked
+    "task_results",  # _ext/: the saved task runs as tables and verdicts, claims checked
     "rope_types",  # _ext/: the rope types' lists, written from posenc.rope_config's records
     "i18n_site",  # _ext/: the language switcher, the untranslated-page notice, figures
 ]

@@ -30,6 +30,7 @@ __all__ = [
     "MAX_LEN",
     "SCHEMES",
     "Call",
+    "QueriesAndKeys",
     "QueryKey",
     "Scheme",
     "having",
@@ -88,6 +89,24 @@ class QueryKey(nn.Module):
             causal=self.causal,
         )
         return out
+
+
+class QueriesAndKeys(nn.Module):
+    """xPos on one tensor as queries and as keys, the two concatenated on the last dim.
+
+    Linear in its input (each half is a rotation times a scale), and one tensor out, as
+    the contracts compare.
+    """
+
+    def __init__(self, xpos: nn.Module) -> None:
+        super().__init__()
+        self.xpos = xpos
+
+    def forward(
+        self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
+    ) -> Tensor:
+        q, k = self.xpos(x, x, offset=offset, positions=positions)
+        return torch.cat([q, k], -1)
 
 
 def public(module: nn.Module) -> nn.Module:
@@ -362,6 +381,20 @@ SCHEMES: list[Scheme] = [
         axes=3,
         base=5_000_000.0,
         scaling={"rope_type": "default", "mrope_section": [6, 5, 5], "mrope_interleaved": True},
+    ),
+    Scheme(  # xPos (Sun et al., 2022): RoPE times ζ^(±p/γ); γ = 64, so that the scales
+        # show at these positions and float16 still holds them (|p| <= 495)
+        "XPos",
+        lambda: QueriesAndKeys(posenc.XPos(D, scale_base=64.0)),
+        heads,
+        L2,
+        positions=True,
+        extrapolates=True,
+        linear="rotates",
+        # forward returns (q, k): the registry's module concatenates them, so a hook on
+        # XPos sees the pair (tests/test_xpos.py checks its hooks); nothing is tabled
+        # (one graph at any length) and no tensor is held (nothing for .to() to keep)
+        omit=frozenset({"hooks", "compile_past_max_len", "no_op_to"}),
     ),
     Scheme(
         "ALiBi",

@@ -665,6 +665,9 @@ INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("FIRE.forward", "key_length"): lambda v: _seeded(posenc.FIRE, 2)(3, v),
     ("FIRE.forward", "batch"): lambda v: _seeded(posenc.FIRE, 2)(3, offset=T([1, 2, 3]), batch=v),
     ("CoPE.__init__", "head_dim"): lambda v: _module_out(posenc.CoPE(v, 5)),
+    ("XPos.__init__", "head_dim"): lambda v: posenc.XPos(2 * v)(
+        torch.ones(2, 3, 2 * 3), torch.ones(2, 3, 2 * 3)
+    ),
     ("CoPE.__init__", "n_positions"): lambda v: _module_out(posenc.CoPE(2, v)),
     ("random_positions", "length"): lambda v: posenc.random_positions(
         v, 9, generator=torch.Generator().manual_seed(0)
@@ -809,6 +812,7 @@ OFFSET_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("ALiBi.forward", "offset"): lambda v: posenc.ALiBi(2)(3, offset=v),
     ("KERPLE.forward", "offset"): lambda v: _seeded(posenc.KERPLE, 2)(3, offset=v),
     ("FIRE.forward", "offset"): lambda v: _seeded(posenc.FIRE, 2)(3, offset=v),
+    ("XPos.forward", "offset"): lambda v: posenc.XPos(8)(Q, Q, offset=v),
     ("FIRE.score_mod", "offset"): lambda v: _seeded(posenc.FIRE, 2).score_mod(offset=v)(
         torch.zeros(()), T(0), T(1), T(2), T(0)
     ),

@@ -86,7 +86,7 @@ def test_unknown_task_and_scheme_are_refused() -> None:
     with pytest.raises(ValueError, match="task must be one of"):
         tasks.instances("parity", 3, 1, torch.Generator())
     with pytest.raises(ValueError, match="scheme must be one of"):
-        tasks.Model(tasks.Config("copy", "xpos", 0), 10, 40)
+        tasks.Model(tasks.Config("copy", "t6", 0), 10, 40)
 
 
 @pytest.mark.parametrize("scheme", tasks.SCHEMES)
@@ -153,3 +153,24 @@ def test_the_plan_counts_what_remains(tmp_path: Path) -> None:
     text = tasks.plan(todo, workers=2)
     assert text.startswith("8 runs remain")
     assert "estimated wall time at 2 workers" in text
+
+
+def _record(scheme: str, one: float, two: float, four: float) -> dict[str, object]:
+    return {"task": "copy", "scheme": scheme, "accuracy": {"1": one, "2": two, "4": four}}
+
+
+def test_the_quick_checks_fail_where_a_scheme_is_at_chance_or_randomization_loses() -> None:
+    good = [
+        _record("rope", 0.7, 0.3, 0.12),
+        _record("rope+random", 0.6, 0.4, 0.28),
+        _record("nope", 0.3, 0.2, 0.1),
+    ]
+    checks = tasks.quick_checks(good)
+    assert len(checks) == 5
+    assert all(holds for holds, _ in checks)
+    at_chance = [*good[:2], _record("nope", 0.125, 0.2, 0.1)]
+    assert [h for h, w in tasks.quick_checks(at_chance) if w.startswith("nope")] == [False]
+    losing_far = [_record("rope", 0.7, 0.3, 0.3), _record("rope+random", 0.6, 0.4, 0.28)]
+    assert [h for h, _ in tasks.quick_checks(losing_far)] == [True, True, True, False]
+    losing_near = [_record("rope", 0.7, 0.4, 0.1), _record("rope+random", 0.6, 0.4, 0.28)]
+    assert [h for h, _ in tasks.quick_checks(losing_near)] == [True, True, False, True]

@@ -50,6 +50,7 @@ from .rotary import (
 )
 from .sinusoid import LAYOUTS, Layout, inverse_frequencies, sinusoidal_table
 from .timesteps import timestep_embedding
+from .xpos import XPos
 
 __version__ = "0.1.0"
 
@@ -80,6 +81,7 @@ __all__ = [
     "TemporalRule",
     "TextAfterVision",
     "TokenAndPositionEmbedding",
+    "XPos",
     "__version__",
     "alibi_slopes",
     "apply_rotary",
