@@ -232,7 +232,8 @@ def tasks(session: nox.Session) -> None:
 
     One file a run; runs already saved with the same config are skipped. ``-- --plan`` prints
     what remains and its estimated time (per-step costs measured then); ``--tasks``,
-    ``--schemes``, ``--seeds`` choose a part; ``--quick --out DIR``: one seed, 300 steps.
+    ``--schemes``, ``--seeds`` choose a part; ``--quick --out DIR``: copy, one seed, 300
+    steps, then the checks that held in measured seeds.
     """
     install(session, "train")
     session.run("python", "benchmarks/tasks.py", *session.posargs)
