@@ -65,6 +65,8 @@ LEARNERS_PATH = (
     "guide/grid",
     "guide/timesteps",
     "guide/trained",
+    "guide/extending",
+    "guide/tasks",
     "auto_examples/rotary/plot_11_rotary_scores",
     "auto_examples/rotary/plot_12_rotary_precision",
     "auto_examples/rotary/plot_13_rotary_scalings",
@@ -74,6 +76,9 @@ LEARNERS_PATH = (
     "auto_examples/schemes/plot_22_learned_vs_sinusoid",
     "auto_examples/schemes/plot_23_grid_similarity",
     "auto_examples/schemes/plot_24_timestep_heatmap",
+    "auto_examples/schemes/plot_26_context_extension",
+    "auto_examples/schemes/plot_27_xpos_scales",
+    "auto_examples/schemes/plot_28_tasks",
 )
 # On the API page, the entries of these objects (their docstrings and their members').
 API_PAGE = "api"

@@ -159,11 +159,7 @@ fig, axes = plt.subplots(
 for ax, scale in zip(axes[0], scales, strict=True):
     sweep = found["sweep"].get(scale, {})
     part = done["parts"].get(f"sweep-{scale}")
-    pending = (
-        ""
-        if part is None or part["done"] == part["jobs"]
-        else " (runs pending)"
-    )
+    pending = "" if part is None or part["done"] == part["jobs"] else " (runs pending)"
     ax.set_title(f"sweep, {scale} scale{pending}", fontsize=10)
     if not sweep:
         empty = (

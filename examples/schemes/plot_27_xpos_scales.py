@@ -25,7 +25,7 @@ from posenc import XPos
 
 xpos = XPos(64)  # scale_base γ = 512, the paper's
 distance = torch.arange(0, 4097, 16, dtype=torch.float64)
-fig, (left, right) = plt.subplots(1, 2, figsize=(7.6, 3.4), layout="constrained")
+fig, (left, right) = plt.subplots(1, 2, figsize=(6.8, 3.6), layout="constrained")
 for k in (0, 4, 8, 16, 31):
     zeta = float(xpos.zeta[k])
     factor = zeta ** (distance / xpos.scale_base)
@@ -33,7 +33,7 @@ for k in (0, 4, 8, 16, 31):
 left.set_xlabel("distance n - m", fontsize=10)
 left.set_ylabel("factor on the pair's share", fontsize=10)
 left.set_title("the decay, γ = 512", fontsize=10)
-left.legend(fontsize=8)
+left.legend(fontsize=10)
 
 # %%
 # The keys' scale of the fastest pair, ζ_0^(-(p - c)/γ), with c = 0 and with c
@@ -50,5 +50,5 @@ for dtype, colour in ((torch.float16, "C3"), (torch.float32, "C2")):
     right.axvline(limit, color=colour, linestyle=":", label=str(dtype))
 right.set_xlabel("position p", fontsize=10)
 right.set_title("one key's scale, pair 0", fontsize=10)
-right.legend(fontsize=8)
+right.legend(fontsize=10)
 plt.show()

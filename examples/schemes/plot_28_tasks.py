@@ -66,7 +66,7 @@ COLOURS = {
     "sinusoid+random": "k",
 }
 fig, axes = plt.subplots(
-    3, 2, figsize=(7.2, 9.6), layout="constrained", sharex=True, sharey=True
+    3, 2, figsize=(6.4, 9.2), layout="constrained", sharex=True, sharey=True
 )
 for ax, task in zip(axes.flat, TASKS, strict=False):
     mine = [r for r in runs if r["task"] == task]
@@ -90,22 +90,28 @@ for ax, task in zip(axes.flat, TASKS, strict=False):
     if task in CHANCE:
         ax.axhline(CHANCE[task], color="black", linestyle=":", linewidth=1)
     if not mine:
-        ax.text(2.0, 0.5, "runs pending", ha="center", va="center", fontsize=10)
+        ax.text(2.0, 0.75, "runs pending", ha="center", va="center", fontsize=10)
     ax.set_title(task, fontsize=10)
     ax.set_xscale("log", base=2)
     ax.set_xticks([1, 2, 4], ["n", "2n", "4n"])
+    ax.set_xlim(0.85, 4.7)
     ax.set_ylim(0, 1.02)
-    ax.tick_params(labelsize=9)
+    ax.tick_params(labelsize=10)
 for ax in axes[:, 0]:
     ax.set_ylabel("per-token accuracy", fontsize=10)
 legend = axes.flat[-1]
 handles, labels = axes.flat[0].get_legend_handles_labels()
 legend.axis("off")
 if handles:
-    legend.legend(handles, labels, fontsize=9, ncols=2, loc="center")
+    legend.legend(handles, labels, fontsize=10, ncols=2, loc="center")
 else:
-    legend.text(0.5, 0.5, "no run saved yet:\nnox -s tasks", ha="center", va="center")
+    legend.text(
+        0.5, 0.5, "no run saved yet:\nnox -s tasks", ha="center", va="center",
+        transform=legend.transAxes,
+    )  # fmt: skip
 seeds = sorted({r["seed"] for r in runs})
-shown = ", ".join(map(str, seeds)) or "none yet"
-fig.suptitle(f"Trained on sizes 1..n, tested at n, 2n, 4n; seeds {shown}", fontsize=11)
+title = "Trained on sizes 1..n, tested at n, 2n, 4n"
+if seeds:
+    title += f"; seeds {', '.join(map(str, seeds))}"
+fig.suptitle(title, fontsize=11)
 plt.show()
