@@ -728,12 +728,12 @@ def test_nothing_is_saved_or_trained_and_forward_keeps_state() -> None:
     assert rope.state_dict() == {}
     assert list(rope.parameters()) == []
     before = {k: v.clone() for k, v in rope.named_buffers()}
-    freqs = rope._freqs.clone()
+    freqs = rope._table_cache.ladder.freqs.clone()
     rope(torch.randn(2, 40, 16), offset=100)
     rope(torch.randn(2, 4, 16), positions=torch.tensor([[1, 2, 3, 900], [0, 1, 2, 3]]))
     for name, value in rope.named_buffers():
         assert torch.equal(value, before[name])
-    assert torch.equal(rope._freqs, freqs)
+    assert torch.equal(rope._table_cache.ladder.freqs, freqs)
     rope.load_state_dict({}, strict=True)
 
 

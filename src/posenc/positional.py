@@ -247,7 +247,7 @@ class PositionalEncoding(DerivedTables):
         dtype = _checks.floating_dtype("dtype", self._dtype if dtype is None else dtype)
         device = self.pe.device if device is None else torch.device(device)
         where = resolve(length, offset=offset, positions=positions, batch=batch)
-        (rows,) = self._fresh(self._rows(where, dtype, device))
+        (rows,) = self._unshared(self._rows(where, dtype, device))
         return rows
 
     def add_encoding_(self, out: Tensor, where: Positions) -> Tensor:
