@@ -251,6 +251,9 @@ def rope_attention_scale(qk_head_dim: int, scaling: dict[str, Any] | None = None
 # Elements of x per slice on the CPU: the slice and its float32 copy stay in cache
 # between the three passes over it.
 _SLICE = 1 << 18
+# Elements of x up to which the rotation's kernels are few rather than in place: a
+# decoding step's queries and keys, where each kernel's launch is most of the cost.
+_FEW = 1 << 14
 
 
 @_distributed.rotary_tables
@@ -384,6 +387,9 @@ def _rotate_fused(
     time, so that the passes find the slice in cache. One rounding to ``x``'s dtype.
     """
     rotated, length, cpu = 2 * cos.shape[-1], x.shape[-2], x.device.type == "cpu"
+    few = fused and layout == "half" and rotated == x.shape[-1] and x.numel() <= _FEW
+    if few and x.is_contiguous():
+        return _rotate_few(x, cos, sin, sign)
     out = torch.empty_like(x)
     # one cos per feature: each pair's value twice
     cos = torch.cat((cos, cos), -1) if layout == "half" else cos.repeat_interleave(2, -1)
@@ -410,6 +416,20 @@ def _rotate_fused(
             fused,
         )
     return out
+
+
+def _rotate_few(x: Tensor, cos: Tensor, sin: Tensor, sign: int) -> Tensor:
+    """:func:`_rotate_into`'s products and sums in fewer kernels, for a few elements.
+
+    Rotate-half of every feature: the pair's other feature is the input rolled by
+    half a head, times a sin with the sign of its half (``x1 cos - x2 sin``,
+    ``x2 cos + x1 sin``). Each product is rounded, then the sum, as there: the same
+    values to the bit, in five kernels where a decoding step's token is all overhead.
+    """
+    wide = x if x.dtype is cos.dtype else x.to(cos.dtype)
+    signed = torch.cat((-sin, sin) if sign > 0 else (sin, -sin), -1)
+    out = torch.addcmul(wide * torch.cat((cos, cos), -1), wide.roll(sin.shape[-1], -1), signed)
+    return out if out.dtype is x.dtype else out.to(x.dtype)
 
 
 def _along(table: Tensor, rows: slice, length: int) -> Tensor:
