@@ -561,6 +561,9 @@ class RotaryEmbedding(DerivedTables):
         axes: None, or the rotated features of each position axis, ``(d_0, ...)``:
             even ints summing to ``head_dim``; each axis its own ladder
             :math:`base^{-2k/d_a}`. Not with a ``scaling``.
+        frequencies: None, or a :class:`MixedFrequencies`: learned frequencies
+            (RoPE-Mixed) that give the phases, for a ``head_dim`` of twice their
+            pairs, without ``axes`` or ``scaling``.
 
     Attributes:
         rotary_dim: Number of features rotated (the first ones); the others
@@ -570,6 +573,11 @@ class RotaryEmbedding(DerivedTables):
         position_axes: How ``forward`` reads ``positions``: None for one stream
             (:func:`~posenc.positions.resolve`'s forms), or A when the positions may
             lie on axes (:func:`~posenc.positions.resolve_axes`'s forms).
+        source: Where the cos and sin rows of resolved positions come from:
+            ``frequencies`` when given, else the frequencies of this configuration,
+            read from the tables where they hold the rows. Its one method,
+            ``rows(at, dtype, device, seq_len)``, is what :meth:`forward` and
+            :meth:`cos_sin` ask.
         trained_length: For "dynamic" and "longrope", whose frequencies depend on
             the length: the length up to which they do not; None for the other types.
 
@@ -693,9 +701,9 @@ class RotaryEmbedding(DerivedTables):
     def source(self) -> FrequencySource:
         """Where the rows come from: the learned frequencies, else the cached ladder.
 
-        A :class:`~posenc._sources.FrequencySource`: :class:`MixedFrequencies`, or the
-        ladder of this module's configuration read from its tables where they hold the
-        rows (:class:`~posenc._sources.TableCache`).
+        A ``FrequencySource`` (``posenc._sources``): :class:`MixedFrequencies`, or the
+        ladder of this module's configuration, read from its tables where they hold the
+        rows (``TableCache``).
         """
         return self._table_cache if self.frequencies is None else self.frequencies
 
