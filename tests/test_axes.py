@@ -23,11 +23,11 @@ from torch import Tensor, nn
 import posenc
 from posenc import (
     RotaryEmbedding,
+    _sources,
     grid_positions,
     multimodal_positions,
     rope_attention_scale,
 )
-from posenc import rotary as rotary_module
 from posenc.positions import AxisPositions, Positions, resolve_axes
 
 FLOATS = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
@@ -175,13 +175,13 @@ def test_a_grid_is_gathered_from_the_table_not_recomputed(monkeypatch: pytest.Mo
     x = torch.randn(1, 2, 48, 32)
     grid = torch.cat([torch.zeros(1, 48, dtype=torch.long), grid_positions(6, 8)])
     calls: list[int] = []
-    real = rotary_module._cos_sin
+    real = _sources._cos_sin
 
     def counting(*args: object, **kwargs: object) -> tuple[Tensor, Tensor]:
         calls.append(1)
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(rotary_module, "_cos_sin", counting)
+    monkeypatch.setattr(_sources, "_cos_sin", counting)
     served = rope(x, positions=grid)
     assert calls == []  # gathered from the table built once
     rope(x, positions=grid + 64)  # past the table: computed

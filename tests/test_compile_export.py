@@ -74,7 +74,7 @@ def test_hf_rotary_and_cos_sin_compile_fullgraph(dtype: torch.dtype) -> None:
 
     cos, sin = torch.compile(tables, fullgraph=True, dynamic=False)(3)
     assert torch.equal(cos, rope.cos_sin(4, offset=3)[0])
-    # what _fresh guarantees, compiled too: writing into the result leaves the module as it was
+    # what _unshared guarantees, compiled too: writing into the result leaves the module as it was
     before = rope.cos_sin(4, offset=3)
     cos.fill_(7.0)
     sin.fill_(7.0)

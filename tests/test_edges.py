@@ -646,6 +646,9 @@ INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("MixedFrequencies.__init__", "head_dim"): lambda v: _mixed(v * 4, 2),
     ("MixedFrequencies.__init__", "n_heads"): lambda v: _mixed(8, v),
     ("MixedFrequencies.__init__", "n_axes"): lambda v: _mixed(8, 2, n_axes=v),
+    ("MixedFrequencies.rows", "seq_len"): lambda v: _seeded(posenc.MixedFrequencies, 8, 2).rows(
+        pos.Positions(3), torch.float32, torch.device("cpu"), v
+    ),
     ("RotaryEmbedding.forward", "seq_dim"): lambda v: posenc.RotaryEmbedding(8)(
         torch.ones(2, 1, 1, 3, 1, 8), seq_dim=v
     ),
@@ -900,6 +903,7 @@ def test_numpy_integers_are_ints_for_every_integer_argument(
 REFUSED: dict[str, Callable[[Any], object]] = {
     "Embeddings(padding_idx=)": lambda v: posenc.Embeddings(4, 10, padding_idx=v),
     "RotaryEmbedding(axes=)": lambda v: posenc.RotaryEmbedding(8, axes=(v, 5)),
+    "MixedFrequencies(n_axes=)": lambda v: posenc.MixedFrequencies(8, 2, n_axes=v),
     "PositionalEncoding(max_len=)": lambda v: posenc.PositionalEncoding(4, max_len=v),
     "rope_frequencies(head_dim)": lambda v: posenc.rope_frequencies(v),
     "shard_positions(rank)": lambda v: posenc.shard_positions(8, 2, v),

@@ -62,7 +62,7 @@ def test_transformers_4_fields_rope_scaling_and_rope_theta() -> None:
     old |= {"rope_theta": 10_000.0, "rope_scaling": {"type": "linear", "factor": 4.0}}
     rope = rotary_from_config(old)
     expect, _ = rope_frequencies(32, scaling={"rope_type": "linear", "factor": 4.0})
-    assert torch.equal(rope._freqs, expect)
+    assert torch.equal(rope._table_cache.ladder.freqs, expect)
 
 
 def test_partial_rotary_factor_beside_the_rope_parameters() -> None:
@@ -75,7 +75,7 @@ def test_max_position_embeddings_reaches_dynamic_and_longrope() -> None:
     rope = rotary_from_config(dynamic)
     scaling = {"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 8192}
     for n in (100, 8192, 20_000):
-        got = rope._frequencies(rope_positions(n), torch.device("cpu"))
+        got = rope._table_cache.ladder.frequencies(rope_positions(n), torch.device("cpu"))
         assert torch.equal(got, rope_frequencies(32, scaling=scaling, seq_len=n)[0])
     # Phi-3 keeps original_max_position_embeddings beside its rope_parameters.
     pairs = [1.0] * 16
@@ -135,7 +135,7 @@ def test_gpt_neox_4x_keys_are_read() -> None:
     rope = rotary_from_config(neox)
     assert (rope.head_dim, rope.rotary_dim, rope.base) == (64, 32, 20_000.0)
     theta = 20_000.0 ** (-torch.arange(0, 32, 2, dtype=torch.float64) / 32)  # RoFormer
-    torch.testing.assert_close(rope._freqs, theta, rtol=1e-15, atol=0)
+    torch.testing.assert_close(rope._table_cache.ladder.freqs, theta, rtol=1e-15, atol=0)
     # Defaults of its code: rotary_pct 0.25, base 10000.
     bare = rotary_from_config({k: v for k, v in neox.items() if not k.startswith("rotary")})
     assert (bare.rotary_dim, bare.base) == (16, 10_000.0)
@@ -348,7 +348,7 @@ def test_rotary_emb_rotates_as_posenc_when_used_as_hugging_face_does() -> None:
     cos, sin = emb(q, ids)
     half = lambda t: torch.cat((-t[..., 8:], t[..., :8]), -1)  # noqa: E731
     theirs = q * cos[:, None] + half(q) * sin[:, None]  # Hugging Face's formula
-    expect = rotary_reference(q, ids[:, None, :], rope._freqs.numpy(), "half")
+    expect = rotary_reference(q, ids[:, None, :], rope._table_cache.ladder.freqs.numpy(), "half")
     torch.testing.assert_close(theirs, torch.from_numpy(expect).float(), rtol=0, atol=1e-6)
 
 
@@ -387,7 +387,9 @@ def test_repeated_form_and_table_dtype() -> None:
     half = lambda t: torch.stack((-t[..., 1::2], t[..., ::2]), -1).flatten(-2)  # noqa: E731
     cos64, sin64 = emb(q, ids)
     theirs = q * cos64[:, None] + half(q) * sin64[:, None]  # Cohere's formula
-    expect = rotary_reference(q, ids[:, None, :], rope._freqs.numpy(), "interleaved")
+    expect = rotary_reference(
+        q, ids[:, None, :], rope._table_cache.ladder.freqs.numpy(), "interleaved"
+    )
     torch.testing.assert_close(theirs, torch.from_numpy(expect), rtol=0, atol=1e-12)
     fixed = HFRotaryEmbedding(RotaryEmbedding(8), table_dtype=torch.float32)
     assert fixed(torch.zeros(1, dtype=torch.bfloat16), ids)[0].dtype == torch.float32
@@ -576,8 +578,10 @@ def test_integral_config_fields_numpy_and_0d_tensors_are_ints() -> None:
     llama3 = {**LLAMA, "rope_parameters": {**LLAMA4_ROPE, "rope_theta": 500_000.0}}
     trained = {**llama3, "original_max_position_embeddings": np.int64(4096)}
     assert torch.equal(
-        rotary_from_config(trained)._freqs,
-        rotary_from_config({**llama3, "original_max_position_embeddings": 4096})._freqs,
+        rotary_from_config(trained)._table_cache.ladder.freqs,
+        rotary_from_config(
+            {**llama3, "original_max_position_embeddings": 4096}
+        )._table_cache.ladder.freqs,
     )
     refused = [
         ("head_dim", True, "config.head_dim must be an int, got bool True"),

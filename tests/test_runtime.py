@@ -37,7 +37,7 @@ def test_functorch_transforms_active_predicate_sees_vmap_and_grad() -> None:
 
     def probe(t: torch.Tensor) -> torch.Tensor:
         seen.append(active())
-        seen.append(_runtime.plain_eager(t))
+        seen.append(_runtime.fast_path())  # the transform alone
         return t.sum()
 
     assert not active()
@@ -48,10 +48,10 @@ def test_functorch_transforms_active_predicate_sees_vmap_and_grad() -> None:
 
 def test_forward_ad_current_level_is_minus_one_outside_a_dual_level() -> None:
     assert forward_ad._current_level == -1
-    assert _runtime.plain_eager(torch.zeros(2))
+    assert _runtime.fast_path(torch.zeros(2))
     with forward_ad.dual_level():
         assert forward_ad._current_level >= 0
-        assert not _runtime.plain_eager(torch.zeros(2))
+        assert not _runtime.fast_path(torch.zeros(2))
     assert forward_ad._current_level == -1
 
 
@@ -75,14 +75,14 @@ def test_global_hook_dicts_are_where_torch_registers_global_hooks(name: str) -> 
         ),
     }[name]
     module = nn.Linear(2, 2)
-    assert not _runtime.has_hooks(module)
+    assert _runtime.fast_path(modules=(module,))
     handle = register()
     try:
         assert getattr(torch_module, name), f"{name} stays empty after registering a hook"
-        assert _runtime.has_hooks(module)
+        assert not _runtime.fast_path(modules=(module,))
     finally:
         handle.remove()
-    assert not _runtime.has_hooks(module)
+    assert _runtime.fast_path(modules=(module,))
 
 
 @pytest.mark.parametrize("name", _runtime.MODULE_HOOKS)
@@ -97,9 +97,9 @@ def test_module_hook_dicts_are_where_a_module_keeps_its_hooks(name: str) -> None
     assert not getattr(module, name)
     handle = register()
     assert getattr(module, name), f"nn.Module keeps no hook in {name} any more"
-    assert _runtime.has_hooks(nn.Linear(1, 1), module)
+    assert not _runtime.fast_path(modules=(nn.Linear(1, 1), module))
     handle.remove()
-    assert not _runtime.has_hooks(module)
+    assert _runtime.fast_path(modules=(module,))
 
 
 def test_constant_result_sets_the_attribute_that_assume_constant_result_sets() -> None:
@@ -158,13 +158,13 @@ def test_fast_paths_and_reads_are_for_plain_tensors_and_parameters_only() -> Non
     x = torch.randn(3)
     sub = x.as_subclass(_Subclass)
     weight = nn.Parameter(torch.randn(3), requires_grad=False)
-    assert _runtime.plain_eager(x, weight)
+    assert _runtime.fast_path(x, weight)
     assert _runtime.readable(x)
     # A subclass (a DTensor, say) may hand out copies for slices: no out= or in-place
     # path, and no free read of its values.
-    assert not _runtime.plain_eager(x, sub)
+    assert not _runtime.fast_path(x, sub)
     assert not _runtime.readable(sub)
-    assert not _runtime.plain_eager(nn.Parameter(sub, requires_grad=False))
+    assert not _runtime.fast_path(nn.Parameter(sub, requires_grad=False))
     assert not _runtime.fast_path(x, constants=(nn.Parameter(sub, requires_grad=False),))
 
 

@@ -613,7 +613,7 @@ class RelativeBias(nn.Module):
         per_pair = 25 + self.n_heads * (24 + (40 if dtype.itemsize < 4 else dtype.itemsize))
         # One block holds the whole: at once, and too small for the guard to refuse.
         big = math.prod(shape) // self.n_heads * per_pair > BLOCK_BYTES
-        blocks = big and device.type != "meta" and _runtime.plain_eager(*params)
+        blocks = big and device.type != "meta" and _runtime.fast_path(constants=params)
         if blocks and dtype.itemsize <= 4 and device == work and self._exact_in_float32(q, k):
             params = self.parameters_in(torch.float32, work)  # the same values, faster
         if big:
@@ -663,7 +663,7 @@ class RelativeBias(nn.Module):
         pair (as Hugging Face's T5 ``compute_bias`` does): the peak is the result and
         the indices, with autograd too. Under a transform or the compiler, at once.
         """
-        blocks = device.type != "meta" and _runtime.plain_eager()
+        blocks = device.type != "meta" and _runtime.fast_path()
         rows, (lq, lk) = shape[:-3], shape[-2:]
         result = self.n_heads * dtype.itemsize
         temporaries = (4 if blocks else 56) + (1 + result if causal or docs is not None else 0)
@@ -860,6 +860,6 @@ class RelativeBias(nn.Module):
         mask = mask.unsqueeze(-3)
         if not rows and mask.dim() == 4:
             mask = mask[0]
-        if _runtime.plain_eager(out) and mask.dim() <= out.dim():
+        if _runtime.fast_path(constants=(out,)) and mask.dim() <= out.dim():
             return out.masked_fill_(mask, -math.inf)
         return out.masked_fill(mask, -math.inf)

@@ -3,9 +3,9 @@
 :func:`fast_path` is the one predicate a module's fast path asks (a fused in-place
 add, a view served without a copy, a storage compared, a table kept): plain tensors,
 eagerly, no :mod:`torch.func` transform, no hook and no ``forward`` replaced on the
-modules involved. :func:`readable` (may values be read for free) and
-:func:`plain_eager` (may a result be written into with ``out=``) answer the narrower
-questions of kernels and checks.
+modules involved; a fast path that writes with ``out=`` or in place passes the tensors
+it must not differentiate as ``constants``. :func:`readable` (may values be read for
+free) answers the narrower question of checks.
 
 This is the one module of posenc that reads torch's private API. Each use says in a
 line why no public API does the job, and ``tests/test_runtime.py`` fails loudly, naming
@@ -58,8 +58,6 @@ __all__ = [
     "default_dtype",
     "empty",
     "fast_path",
-    "has_hooks",
-    "plain_eager",
     "readable",
     "work_device",
 ]
@@ -94,12 +92,12 @@ def work_device(device: torch.device) -> torch.device:
 # -- What may be read, and what may be written in place -----------------------------------
 
 
-# The plain tensor types, exactly (``type(t) in _PLAIN``): a tensor subclass
+# The plain tensor types, exactly (``type(t) in _PLAIN_TYPES``): a tensor subclass
 # (:class:`~torch.distributed.tensor.DTensor`, a fake or functional tensor) decides
 # itself what an operation does: a slice of a sharded DTensor may be a copy, so a write
 # into it never reaches the tensor sliced, and reading its values may be a collective.
 # A parameter that wraps a subclass has the subclass's type.
-_PLAIN = (Tensor, nn.Parameter)
+_PLAIN_TYPES = (Tensor, nn.Parameter)
 
 
 def readable(t: Tensor) -> bool:
@@ -113,27 +111,7 @@ def readable(t: Tensor) -> bool:
     values is left to the indexing kernel, and positions are computed rather than
     looked up.
     """
-    return type(t) in _PLAIN and t.is_cpu and not _is_compiling() and not _is_wrapped(t)
-
-
-def plain_eager(*tensors: Tensor) -> bool:
-    """Whether writing into preallocated outputs (``out=``, in place) is invisible.
-
-    True when nothing records the operations: not under :func:`torch.compile`, no
-    :mod:`torch.func` transform active (``vmap`` has no rule for ``out=`` operations),
-    no forward-mode AD level open, no autograd graph to build for ``tensors``, and
-    every one of ``tensors`` a plain tensor: a tensor subclass such as
-    a sharded DTensor may hand out a copy for a slice, and a write into the copy is
-    lost (the output then holds uninitialised memory).
-    """
-    if not all(type(t) in _PLAIN for t in tensors):
-        return False
-    if _is_compiling() or _transforms_active():
-        return False
-    # private: no public getter for the current dual level (-1 outside dual_level())
-    if forward_ad._current_level >= 0:
-        return False
-    return not (torch.is_grad_enabled() and any(t.requires_grad for t in tensors))
+    return type(t) in _PLAIN_TYPES and t.is_cpu and not _is_compiling() and not _is_wrapped(t)
 
 
 #: The dicts in which torch keeps hooks registered for every module.
@@ -148,24 +126,6 @@ GLOBAL_HOOKS = (
 _GLOBAL_HOOK_DICTS = tuple(getattr(_module, name) for name in GLOBAL_HOOKS)
 #: The dicts in which a module keeps its own hooks.
 MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-
-
-def has_hooks(*modules: nn.Module) -> bool:
-    """Whether a hook is registered on any of ``modules`` or globally, on every module."""
-    # private: nn.Module has hook registration but no public query of what is registered.
-    # The dicts of GLOBAL_HOOKS and MODULE_HOOKS, written out: the decoding step asks on
-    # every call, and a loop over their names costs microseconds.
-    if (
-        _module._global_forward_hooks
-        or _module._global_forward_pre_hooks
-        or _module._global_backward_hooks
-        or _module._global_backward_pre_hooks
-    ):
-        return True
-    for m in modules:
-        if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks:
-            return True
-    return False
 
 
 def fast_path(
@@ -192,11 +152,11 @@ def fast_path(
       hold a tensor the fast path writes into, or expect to see a child called);
     - no ``forward`` replaced on the instance of any of ``modules`` (``"forward"``
       in its ``__dict__``: what accelerate's ``add_hook_to_module`` does for device
-      maps and offloading), whose replacement the fast path would bypass.
-
+      maps and offloading), whose replacement the fast path would bypass;
     - none of ``constants`` needing a gradient while autograd records (a fast path
       that differentiates only ``tensors``, as the rotation's custom backward does,
-      would drop the gradient of a table that requires one).
+      would drop the gradient of a table that requires one; an ``out=`` write into
+      a result would drop the gradient of what it is computed from).
 
     The module's class is the caller's to check: a subclass may override
     ``forward`` on the class.
@@ -204,20 +164,21 @@ def fast_path(
     Args:
         tensors: The tensors the fast path reads or writes.
         modules: The modules whose forward the fast path stands in for.
-        constants: Tensors the fast path reads as constants (tables), held to
-            every rule for ``tensors`` and, besides, to need no gradient.
+        constants: Tensors the fast path does not differentiate (tables, what an
+            ``out=`` write is computed from), held to every rule for ``tensors``
+            and, besides, to need no gradient.
 
     Returns:
         Whether the fast path gives exactly what the modules' own calls would.
     """
     # private: no public predicate for "a functorch transform is running", no public
-    # getter for the current dual level (-1 outside dual_level()); the hook dicts as in
-    # has_hooks. Each test on one line: a short path for a reader, and the decoding step
-    # asks on every call.
+    # getter for the current dual level (-1 outside dual_level()); nn.Module has hook
+    # registration but no public query of what is registered. Each test on one line: a
+    # short path for a reader, and the decoding step asks on every call.
     if _is_compiling() or _transforms_active() or forward_ad._current_level >= 0:
         return False
     for t in tensors + constants if constants else tensors:
-        if type(t) not in _PLAIN or _is_wrapped(t):
+        if type(t) not in _PLAIN_TYPES or _is_wrapped(t):
             return False
     if constants and torch.is_grad_enabled() and any(t.requires_grad for t in constants):
         return False

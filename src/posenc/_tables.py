@@ -143,7 +143,7 @@ class DerivedTables(nn.Module):
         or a :mod:`torch.func` transform runs, their rows are computed, as for every
         dtype without a table).
         """
-        tables = self._tables()
+        tables: tuple[Tensor, ...] = tuple([self._buffers[n] for n in self._table_names])  # type: ignore[misc]
         first = tables[0]
         if device != first.device:
             return None
@@ -167,7 +167,7 @@ class DerivedTables(nn.Module):
         self._kept[dtype] = kept
         return kept
 
-    def _fresh(self, *tensors: Tensor) -> tuple[Tensor, ...]:
+    def _unshared(self, *tensors: Tensor) -> tuple[Tensor, ...]:
         """``tensors``, each cloned if it may share memory with a table.
 
         Where :func:`~posenc._runtime.fast_path` allows (eagerly, plain tensors, no

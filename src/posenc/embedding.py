@@ -255,7 +255,7 @@ class TokenAndPositionEmbedding(nn.Module):
         batch = ids.shape[0] if ids.dim() == 2 else None
         weight = lut.weight
         _checks.same_device("token ids", ids, weight.device, "the embedding table")
-        where = resolve(
+        at = resolve(
             ids.shape[-1], offset=offset, positions=positions, batch=batch, device=ids.device
         )
         # The children's calls without their module machinery (fast_path: no hook, no
@@ -268,7 +268,7 @@ class TokenAndPositionEmbedding(nn.Module):
         # see it) and that the embedding backward does not read: scaling and adding in
         # place give the unfused pair's values, rounding for rounding, without two
         # more (B, L, D) allocations.
-        out = pe.add_encoding_(vectors.mul_(emb.scale), where)
+        out = pe.add_encoding_(vectors.mul_(emb.scale), at)
         if drop.training and drop.p > 0:
             out = functional.dropout(out, drop.p, True, drop.inplace)
         return out

@@ -246,12 +246,12 @@ class PositionalEncoding(DerivedTables):
         length = _checks.nonnegative_int("length", length)
         dtype = _checks.floating_dtype("dtype", self._dtype if dtype is None else dtype)
         device = self.pe.device if device is None else torch.device(device)
-        where = resolve(length, offset=offset, positions=positions, batch=batch)
-        (rows,) = self._fresh(self._rows(where, dtype, device))
+        at = resolve(length, offset=offset, positions=positions, batch=batch)
+        (rows,) = self._unshared(self._rows(at, dtype, device))
         return rows
 
-    def add_encoding_(self, out: Tensor, where: Positions) -> Tensor:
-        """Add the rows at ``where`` into ``out``, in place, and return ``out``.
+    def add_encoding_(self, out: Tensor, at: Positions) -> Tensor:
+        """Add the rows at ``at`` into ``out``, in place, and return ``out``.
 
         The sum :meth:`forward` computes, ``out + PE[positions]`` rounding for
         rounding, written into ``out`` instead of a new tensor: what a layer that
@@ -262,7 +262,7 @@ class PositionalEncoding(DerivedTables):
 
         Args:
             out: Token vectors, ``(B, L, D)`` or ``(L, D)``, written in place.
-            where: The positions of its L tokens, as
+            at: The positions of its L tokens, as
                 :func:`~posenc.positions.resolve` returns them (checked there).
 
         Returns:
@@ -276,7 +276,7 @@ class PositionalEncoding(DerivedTables):
 
         Raises:
             ValueError: the last dimension of ``out`` is not ``d_model``, or its
-                length is not ``where.length``.
+                length is not ``at.length``.
 
         Example:
             >>> import torch
@@ -290,24 +290,24 @@ class PositionalEncoding(DerivedTables):
             True
         """
         shape = out.shape
-        if len(shape) < 2 or shape[-1] != self.d_model or shape[-2] != where.length:
+        if len(shape) < 2 or shape[-1] != self.d_model or shape[-2] != at.length:
             raise ValueError(
                 f"out must have shape (B, L, {self.d_model}) or (L, {self.d_model}) with "
-                f"L = {where.length} (d_model and the positions' length), got {tuple(shape)}"
+                f"L = {at.length} (d_model and the positions' length), got {tuple(shape)}"
             )
-        start, table = where.start, self._buffers["pe"]
+        start, table = at.start, self._buffers["pe"]
         if (  # the decoding step's case: rows the table holds in out's dtype, one view
             table is not None
             and start is not None
             and table.dtype is out.dtype
-            and 0 <= start <= self.max_len - where.length
+            and 0 <= start <= self.max_len - at.length
             and table.device == out.device
         ):
-            return out.add_(table[0, start : start + where.length])
-        return out.add_(self._rows(where, out.dtype, out.device))
+            return out.add_(table[0, start : start + at.length])
+        return out.add_(self._rows(at, out.dtype, out.device))
 
-    def _rows(self, where: Positions, dtype: torch.dtype, device: torch.device) -> Tensor:
-        """The table's rows at ``where``, possibly a view of :attr:`pe`: read, never written.
+    def _rows(self, at: Positions, dtype: torch.dtype, device: torch.device) -> Tensor:
+        """The table's rows at ``at``, possibly a view of :attr:`pe`: read, never written.
 
         :attr:`pe` holds the table rounded once to its own dtype (see ``_apply``), so
         it serves that dtype only, and bfloat16 and float16 have tables of their own
@@ -315,10 +315,10 @@ class PositionalEncoding(DerivedTables):
         tensor positions that cannot be range-checked for free are computed from
         float64, with the same values.
         """
-        tables = self._table_for(dtype, device) if where.within(self.max_len) else None
+        tables = self._table_for(dtype, device) if at.within(self.max_len) else None
         if tables is not None:
-            return where.take(tables[0][0])
-        return self._sinusoid(where.tensor(device), dtype, device)
+            return at.take(tables[0][0])
+        return self._sinusoid(at.tensor(device), dtype, device)
 
     @_distributed.sequence_input(-2)
     def forward(
@@ -349,10 +349,8 @@ class PositionalEncoding(DerivedTables):
         """
         x = _checks.features(x, self.d_model)
         batch = x.shape[0] if x.dim() == 3 else None
-        where = resolve(
-            x.shape[-2], offset=offset, positions=positions, batch=batch, device=x.device
-        )
-        out: Tensor = self.dropout(x + self._rows(where, x.dtype, x.device))
+        at = resolve(x.shape[-2], offset=offset, positions=positions, batch=batch, device=x.device)
+        out: Tensor = self.dropout(x + self._rows(at, x.dtype, x.device))
         return out
 
     def _load_from_state_dict(
@@ -572,16 +570,14 @@ class LearnedPositionalEmbedding(nn.Module):
                 return self.rows(x)
         x = _checks.features(x, self.d_model)
         batch = x.shape[0] if x.dim() == 3 else None
-        where = resolve(
-            x.shape[-2], offset=offset, positions=positions, batch=batch, device=x.device
-        )
-        if where.start is not None:
-            first, last = where.start, where.start + where.length - 1
-            if where.length and (first < 0 or last >= self.max_len):
+        at = resolve(x.shape[-2], offset=offset, positions=positions, batch=batch, device=x.device)
+        if at.start is not None:
+            first, last = at.start, at.start + at.length - 1
+            if at.length and (first < 0 or last >= self.max_len):
                 _checks.learned_position_error(first if first < 0 else last, self.max_len)
-            rows = self.weight[first : first + where.length]
+            rows = self.weight[first : first + at.length]
         else:
-            index = where.tensor(self.weight.device)
+            index = at.tensor(self.weight.device)
             _checks.learned_positions(index, self.max_len)
             rows = functional.embedding(index, self.weight)
         out: Tensor = self.dropout(x + rows.to(x.dtype))

@@ -38,14 +38,13 @@ from collections.abc import Callable
 from typing import Any, Literal, SupportsIndex
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
 from . import _checks, _distributed, _runtime, rope_config
-from ._rounding import round_once
+from ._sources import FrequencySource, Ladder, MixedFrequencies, TableCache
 from ._tables import DerivedTables
 from .frequencies import ladder
 from .positions import AxisPositions, Positions, resolve, resolve_axes
-from .positions._resolve import values_to
 from .rope_config import ROPE_TYPES, RopeConfig
 
 __all__ = [
@@ -247,49 +246,14 @@ def rope_attention_scale(qk_head_dim: int, scaling: dict[str, Any] | None = None
     return float(scale * m * m)
 
 
-# -- Tables: cos and sin of position × frequency -----------------------------------------
-
-# Angles per float64 slice of a large table: 32 MB of temporaries per array.
-_CHUNK = 1 << 22
-
-
-def _cos_sin(
-    positions: Tensor, freqs: Tensor, factor: float, dtype: torch.dtype, *, paired: bool = False
-) -> tuple[Tensor, Tensor]:
-    """``factor · cos`` and ``factor · sin`` of ``positions × freqs``, from float64, rounded once.
-
-    ``positions`` is int64 of any shape; the result has one more dimension, the pairs.
-    With ``paired``, ``positions`` already ends in the pairs (one position per pair, on
-    axes) and the result has its shape.
-    """
-
-    def tables(pos: Tensor) -> tuple[Tensor, Tensor]:
-        angles = pos.to(_F64) * freqs if paired else pos.to(_F64).unsqueeze(-1) * freqs
-        cos, sin = torch.cos(angles), torch.sin(angles)
-        if factor != 1.0:
-            cos, sin = cos * factor, sin * factor
-        return round_once(cos, dtype), round_once(sin, dtype)
-
-    pairs = freqs.shape[-1]
-    shape = positions.shape[:-1] if paired else positions.shape
-    if positions.numel() * (1 if paired else pairs) <= _CHUNK:
-        return tables(positions)
-    flat = positions.reshape(-1, pairs) if paired else positions.reshape(-1)
-    rows = (flat.shape[0], pairs)
-    what = lambda: f"rotary tables of {flat.shape[0]} positions × {pairs} pairs"  # noqa: E731
-    cos = _runtime.empty(rows, dtype, positions.device, what)
-    sin = _runtime.empty(rows, dtype, positions.device, what)
-    step = max(1, _CHUNK // pairs)
-    for start in range(0, flat.shape[0], step):
-        cos[start : start + step], sin[start : start + step] = tables(flat[start : start + step])
-    return cos.view(*shape, pairs), sin.view(*shape, pairs)
-
-
 # -- The rotation ------------------------------------------------------------------------
 
 # Elements of x per slice on the CPU: the slice and its float32 copy stay in cache
 # between the three passes over it.
 _SLICE = 1 << 18
+# Elements of x up to which the rotation's kernels are few rather than in place: a
+# decoding step's queries and keys, where each kernel's launch is most of the cost.
+_FEW = 1 << 14
 
 
 @_distributed.rotary_tables
@@ -423,6 +387,9 @@ def _rotate_fused(
     time, so that the passes find the slice in cache. One rounding to ``x``'s dtype.
     """
     rotated, length, cpu = 2 * cos.shape[-1], x.shape[-2], x.device.type == "cpu"
+    few = fused and layout == "half" and rotated == x.shape[-1] and x.numel() <= _FEW
+    if few and sign > 0 and x.is_contiguous():
+        return _rotate_few(x, cos, sin)
     out = torch.empty_like(x)
     # one cos per feature: each pair's value twice
     cos = torch.cat((cos, cos), -1) if layout == "half" else cos.repeat_interleave(2, -1)
@@ -449,6 +416,21 @@ def _rotate_fused(
             fused,
         )
     return out
+
+
+def _rotate_few(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """:func:`_rotate_into`'s products and sums in fewer kernels, for a few elements.
+
+    Rotate-half of every feature: the pair's other feature is the input rolled by
+    half a head, times a sin with the sign of its half (``x1 cos - x2 sin``,
+    ``x2 cos + x1 sin``). Each product is rounded, then the sum, as there: the same
+    values to the bit, in six kernels (and the widening and rounding of half
+    precision), where a decoding step's token spends most of its time per kernel.
+    """
+    wide = x if x.dtype is cos.dtype else x.to(cos.dtype)
+    signed = torch.cat((-sin, sin), -1)
+    out = torch.addcmul(wide * torch.cat((cos, cos), -1), wide.roll(sin.shape[-1], -1), signed)
+    return out if out.dtype is x.dtype else out.to(x.dtype)
 
 
 def _along(table: Tensor, rows: slice, length: int) -> Tensor:
@@ -519,94 +501,6 @@ def _rotated(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tenso
     return torch.cat((y, x[..., rotated:]), dim=-1) if rotated < x.shape[-1] else y
 
 
-# -- Learned frequencies -----------------------------------------------------------------
-
-
-class MixedFrequencies(nn.Module):
-    r"""RoPE-Mixed's learned frequencies (Heo et al., 2024): each head mixes the axes.
-
-    Pair ``k`` of head ``h`` at the position :math:`(p_x, p_y)` of a patch turns by
-    :math:`\theta = p_x w_{x,h,k} + p_y w_{y,h,k}`: a learned direction in the plane
-    and a learned speed, where axial RoPE turns each pair with one axis only. Give it
-    to :class:`RotaryEmbedding` (``frequencies=``): the phases are the float64 sum of
-    products with the parameters widened, and cos and sin are rounded once, under
-    autograd (the parameters are trained; nothing is tabled).
-
-    Args:
-        head_dim: Features per head, D (a multiple of 4).
-        n_heads: Number of heads, H: each its own frequencies.
-        n_axes: Number of position axes A: 2 for images (x, y), as the authors;
-            more (a video's time) start at zero and are learned like the others.
-        base: Base of the initial speeds :math:`base^{-4j/D}`, ``j < D/4`` (the
-            authors' ``rope_theta``, 10 for RoPE-Mixed).
-
-    Attributes:
-        weight: The frequencies, ``(A, H, D/2)``, axis x then y, initialised as the
-            authors do: per head a random angle :math:`a`, the first D/4 pairs along
-            :math:`a`, the others along :math:`a + \pi/2`.
-
-    Shapes:
-        - positions: ``(A, L)`` or ``(A, B, L)``, x then y (e.g. from
-          :func:`~posenc.grid_positions`, whose rows come first: flipped)
-        - output: phases, float64, ``(H, L, D/2)`` or ``(B, H, L, D/2)``
-
-    Example:
-        >>> import torch
-        >>> from posenc import MixedFrequencies, RotaryEmbedding, grid_positions
-        >>> rope = RotaryEmbedding(16, layout="interleaved",
-        ...                        frequencies=MixedFrequencies(16, n_heads=4))
-        >>> q = torch.randn(1, 4, 6, 16)                 # (B, H, L, D), a 2 × 3 grid
-        >>> rope(q, positions=grid_positions(2, 3).flip(0)).shape
-        torch.Size([1, 4, 6, 16])
-        >>> rope.frequencies
-        MixedFrequencies(head_dim=16, n_heads=4, n_axes=2, base=10)
-        >>> sum(p.numel() for p in rope.parameters())  # 2 axes × 4 heads × 8 pairs
-        64
-    """
-
-    def __init__(
-        self, head_dim: int, n_heads: int, *, n_axes: int = 2, base: float = 10.0
-    ) -> None:
-        super().__init__()
-        head_dim = _checks.positive_int("head_dim", head_dim)
-        if head_dim % 4:
-            raise ValueError(f"head_dim must be a multiple of 4 for RoPE-Mixed, got {head_dim}")
-        axes = _checks.as_integer(n_axes)  # NumPy's integers too
-        if axes is None or axes < 2:
-            raise ValueError(f"n_axes must be an int >= 2, got {_checks._show(n_axes)}")
-        self.n_heads = _checks.positive_int("n_heads", n_heads)
-        self.n_axes, self.base = axes, _checks.base(base)
-        self.weight = nn.Parameter(torch.empty(axes, self.n_heads, head_dim // 2))
-        self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        """The authors' initialisation (``init_random_2d_freqs``), from float64.
-
-        Axes past the first two (``n_axes > 2``, e.g. time) start at zero.
-        """
-        if self.weight.is_meta:
-            return  # no values to set: to_empty() and this call again give them
-        quarter = self.weight.shape[-1] // 2
-        speed = self.base ** (-4.0 * torch.arange(quarter, dtype=_F64) / (4 * quarter))
-        angle = torch.rand(self.n_heads, 1, dtype=_F64, device=_CPU) * 2 * math.pi
-        angle = torch.cat((angle.expand(-1, quarter), angle.expand(-1, quarter) + math.pi / 2), 1)
-        mixed = torch.stack((angle.cos(), angle.sin())) * speed.repeat(2)
-        with torch.no_grad():
-            self.weight.zero_()
-            self.weight[:2].copy_(mixed)
-
-    def extra_repr(self) -> str:
-        """The configuration, shown in the module's repr."""
-        d, h = 2 * self.weight.shape[-1], self.n_heads
-        return f"head_dim={d}, n_heads={h}, n_axes={self.n_axes}, base={self.base:g}"
-
-    def forward(self, positions: Tensor) -> Tensor:
-        """Phases in float64: ``(H, L, D/2)``, or ``(B, H, L, D/2)`` for ``(A, B, L)``."""
-        weight = self.weight.to(_F64)
-        pattern = "al,ahk->hlk" if positions.dim() == 2 else "abl,ahk->bhlk"
-        return torch.einsum(pattern, positions.to(weight), weight)
-
-
 # -- The module --------------------------------------------------------------------------
 
 
@@ -668,6 +562,9 @@ class RotaryEmbedding(DerivedTables):
         axes: None, or the rotated features of each position axis, ``(d_0, ...)``:
             even ints summing to ``head_dim``; each axis its own ladder
             :math:`base^{-2k/d_a}`. Not with a ``scaling``.
+        frequencies: None, or a :class:`MixedFrequencies`: learned frequencies
+            (RoPE-Mixed) that give the phases, for a ``head_dim`` of twice their
+            pairs, without ``axes`` or ``scaling``.
 
     Attributes:
         rotary_dim: Number of features rotated (the first ones); the others
@@ -677,6 +574,11 @@ class RotaryEmbedding(DerivedTables):
         position_axes: How ``forward`` reads ``positions``: None for one stream
             (:func:`~posenc.positions.resolve`'s forms), or A when the positions may
             lie on axes (:func:`~posenc.positions.resolve_axes`'s forms).
+        source: Where the cos and sin rows of resolved positions come from:
+            ``frequencies`` when given, else the frequencies of this configuration,
+            read from the tables where they hold the rows. Its one method,
+            ``rows(at, dtype, device, seq_len)``, is what :meth:`forward` and
+            :meth:`cos_sin` ask.
         trained_length: For "dynamic" and "longrope", whose frequencies depend on
             the length: the length up to which they do not; None for the other types.
 
@@ -755,24 +657,20 @@ class RotaryEmbedding(DerivedTables):
         self.scaling: dict[str, Any] | None = None if scaling is None else copy.deepcopy(scaling)
         self.rotary_dim: int = self._config.rotary_dim
         self.attention_factor: float = self._config.attention_factor()
-        # Float64 and on the CPU, a plain attribute: no cast or move can round it.
-        self._freqs: Tensor = self._config.frequencies()
-        # For dynamic and longrope: the length up to which the frequencies are _freqs.
+        # For dynamic and longrope: the length up to which the frequencies are fixed.
         self.trained_length: int | None = self._config.trained_length()
-        # The positions the tables serve, [0, _table_rows): max_len, and for dynamic and
-        # longrope no further than the trained length (past it the frequencies differ).
-        self._table_rows: int = min(self.max_len, self.trained_length or self.max_len)
         self.axes: tuple[int, ...] | None = _checks.rotary_axes(axes, self.head_dim, scaling)
-        pair_axes = self._config.pair_axes()
+        # Float64 and on the CPU, plain attributes: no cast or move can round them.
+        freqs, pair_axes = self._config.frequencies(), self._config.pair_axes()
         if self.axes is not None:  # each axis its own ladder base ** (-2k / d_a)
-            self._freqs = torch.tensor(
+            freqs = torch.tensor(
                 [w for d in self.axes for w in ladder(d // 2, self.base, float(d))],
                 dtype=_F64,
                 device=_CPU,
             )
             pair_axes = tuple(a for a, d in enumerate(self.axes) for _ in range(d // 2))
-        # The axis of each rotated pair (int64, on the CPU, a plain attribute); None: 1-D.
-        self._pair_axes: Tensor | None = (
+        # The axis of each rotated pair (int64); None: one stream.
+        axis_of_pair = (
             None if pair_axes is None else torch.tensor(pair_axes, dtype=torch.int64, device=_CPU)
         )
         self.n_axes: int = (
@@ -780,12 +678,18 @@ class RotaryEmbedding(DerivedTables):
         )
         # The axes positions are read on (resolve_axes' forms), or None for one stream
         # (resolve's): this module's reading, which the DTensor glue reads positions by.
-        self.position_axes: int | None = None if self._pair_axes is None else self.n_axes
+        self.position_axes: int | None = None if axis_of_pair is None else self.n_axes
+        # The positions the tables serve, [0, rows): max_len, and for dynamic and
+        # longrope no further than the trained length (past it the frequencies differ).
+        rows = min(self.max_len, self.trained_length or self.max_len)
+        # The fixed source, read from the tables where they hold the rows.
+        self._table_cache = TableCache(
+            Ladder(self._config, freqs, axis_of_pair), self._table_for, rows
+        )
         # Learned frequencies: positions on their axes, phases from their parameters.
         self.frequencies: MixedFrequencies | None = _learned(frequencies, self)
         if frequencies is not None:
             self.position_axes = self.n_axes = frequencies.n_axes
-            self._table_rows = 0
         # How this module reads offset and positions, fractional ones included.
         self._resolve: Callable[..., Positions | AxisPositions] = (
             functools.partial(resolve, fractional=True)
@@ -794,15 +698,22 @@ class RotaryEmbedding(DerivedTables):
         )
         self._register_tables()
 
+    @property
+    def source(self) -> FrequencySource:
+        """Where the rows come from: the learned frequencies, else the cached ladder.
+
+        A ``FrequencySource`` (``posenc._sources``): :class:`MixedFrequencies`, or the
+        ladder of this module's configuration, read from its tables where they hold the
+        rows (``TableCache``).
+        """
+        return self._table_cache if self.frequencies is None else self.frequencies
+
     def _table_shapes(self) -> tuple[tuple[int, ...], ...]:
         shape = (self.max_len, self.rotary_dim // 2)
         return shape, shape
 
     def _derive(self, dtype: torch.dtype, device: torch.device) -> tuple[Tensor, ...]:
-        compute = _runtime.work_device(device)  # where float64 runs: the CPU for MPS
-        positions = torch.arange(self.max_len, device=compute)
-        cos, sin = _cos_sin(positions, self._freqs.to(compute), self.attention_factor, dtype)
-        return cos.to(device), sin.to(device)
+        return self._table_cache.ladder.table(self.max_len, dtype, device)
 
     def _describe(self) -> str:
         return f"RotaryEmbedding(head_dim={self.head_dim}, max_len={self.max_len})'s tables"
@@ -913,97 +824,12 @@ class RotaryEmbedding(DerivedTables):
             length = _checks.nonnegative_int("length", length)
         dtype = self._dtype if dtype is None else _checks.floating_dtype("dtype", dtype)
         device = self._cos.device if device is None else torch.device(device)
-        cos, sin = self._rows(
-            length, offset, positions, batch, dtype, device, seq_len, anywhere=True
-        )
-        if positions is None and not isinstance(offset, Tensor):
-            cos, sin = self._fresh(cos, sin)  # a run of positions: maybe views of the tables
+        at = self._resolve(length, offset=offset, positions=positions, batch=batch)
+        seq_len = None if seq_len is None else _checks.seq_len(seq_len)
+        cos, sin = self.source.rows(at, dtype, device, seq_len)
+        if at.start is not None:  # a run of positions: maybe views of the tables
+            cos, sin = self._unshared(cos, sin)
         return cos, sin  # else gathered from the tables or computed: new tensors
-
-    def _rows(
-        self,
-        length: int,
-        offset: int | Tensor,
-        positions: Tensor | None,
-        batch: int | None,
-        dtype: torch.dtype,
-        device: torch.device,
-        seq_len: int | None,
-        *,
-        anywhere: bool = False,
-    ) -> tuple[Tensor, Tensor]:
-        """Cos and sin of a call, ``(L, h)`` or ``(B, L, h)``: resolve, then read or compute.
-
-        The positions are resolved once, on ``device`` (``anywhere``: on any
-        device). Their rows are read from the tables where these hold them, as
-        views the caller may not write: the tables serve their own dtype, and
-        bfloat16 and float16 from tables of their own, on their device, for
-        positions in ``[0, _table_rows)``, and for dynamic and longrope only a
-        ``seq_len`` within the trained length. The rest is computed from float64,
-        with the same values.
-        """
-        on = None if anywhere else device
-        at = self._resolve(length, offset=offset, positions=positions, batch=batch, device=on)
-        if seq_len is not None:
-            seq_len = _checks.seq_len(seq_len)
-        fixed = seq_len is None or self.trained_length is None or seq_len <= self.trained_length
-        tables = self._table_for(dtype, device) if fixed and at.within(self._table_rows) else None
-        if tables is None:
-            return self._computed(at, dtype, device, seq_len)
-        if isinstance(at, AxisPositions):  # one position per pair: its axis's
-            assert self._pair_axes is not None
-            return at.take(tables[0], self._pair_axes), at.take(tables[1], self._pair_axes)
-        return at.take(tables[0]), at.take(tables[1])
-
-    def _computed(
-        self,
-        at: Positions | AxisPositions,
-        dtype: torch.dtype,
-        device: torch.device,
-        seq_len: int | None,
-    ) -> tuple[Tensor, Tensor]:
-        """Cos and sin at ``at``, computed from float64 and rounded once (no table)."""
-        compute = _runtime.work_device(device)  # where float64 runs: the CPU for MPS
-        if self.frequencies is not None:  # learned: phases from the parameters, not tabled
-            values = at.tensor(compute)
-            if isinstance(at, Positions):  # one stream on every axis
-                values = values.expand(self.frequencies.n_axes, *values.shape)
-            angles = self.frequencies(values)
-            cos, sin = round_once(angles.cos(), dtype), round_once(angles.sin(), dtype)
-            return cos.to(device), sin.to(device)
-        freqs = self._frequencies(at, compute, seq_len)
-        if isinstance(at, AxisPositions):
-            assert self._pair_axes is not None
-            per_pair = at.per_pair(self._pair_axes.to(at.values.device))
-            per_pair = values_to("positions", per_pair, compute)
-            cos, sin = _cos_sin(per_pair, freqs, self.attention_factor, dtype, paired=True)
-        else:
-            cos, sin = _cos_sin(at.tensor(compute), freqs, self.attention_factor, dtype)
-        return cos.to(device), sin.to(device)
-
-    def _frequencies(
-        self, at: Positions | AxisPositions, device: torch.device, given: int | None = None
-    ) -> Tensor:
-        """The frequencies for this call: fixed, or from its length for dynamic and longrope.
-
-        The length is ``given`` (``seq_len``), else the largest position + 1.
-        """
-        if self.trained_length is None:
-            return self._freqs.to(device)
-        seq_len: int | Tensor | None
-        if given is not None:
-            seq_len = given
-        elif at.start is not None:
-            seq_len = at.start + at.length
-        elif at.values is not None and at.values.numel() and at.values.is_floating_point():
-            # fractional positions: the length of the integer positions that reach as far
-            top = at.values.amax().floor().to(torch.int64)
-            seq_len = top.to(device) + 1  # no sync: stays a tensor
-        elif at.values is not None and at.values.numel():
-            seq_len = at.values.amax().to(device) + 1  # no sync: stays a tensor
-        else:
-            seq_len = None
-        return self._config.frequencies(seq_len, device)
 
     def forward(
         self,
@@ -1097,11 +923,15 @@ class RotaryEmbedding(DerivedTables):
                 return self._sharded(x, offset=offset, positions=positions, seq_len=seq_len)
             x = _checks.rotary_input(x, self.head_dim)
         batch = x.shape[0] if x.dim() >= 3 else None
-        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32  # the tables'
         try:
-            cos, sin = self._rows(x.shape[-2], offset, positions, batch, dtype, x.device, seq_len)
+            at = self._resolve(
+                x.shape[-2], offset=offset, positions=positions, batch=batch, device=x.device
+            )
         except ValueError as error:
             raise _layout_hint(error, x, positions) from error.__cause__
+        seq_len = None if seq_len is None else _checks.seq_len(seq_len)
+        dtype = torch.float64 if x.dtype == torch.float64 else torch.float32  # the tables'
+        cos, sin = self.source.rows(at, dtype, x.device, seq_len)
         # one row per sequence: broadcast over the heads (learned rows have their heads)
         if cos.dim() == 3 and x.dim() > 3 and self.frequencies is None:
             cos = cos.view(cos.shape[0], *(1,) * (x.dim() - 3), *cos.shape[1:])

@@ -156,7 +156,7 @@ def timestep_embedding(
         return torch.cat(parts, dim=-1)
 
     n = timesteps.numel()
-    if n * dim <= _PIECE or not _runtime.plain_eager(timesteps):
+    if n * dim <= _PIECE or not _runtime.fast_path(constants=(timesteps,)):
         # One piece (traceable, transformable): angles, sines and cosines, then the joined
         # float64 rows, at most about 2.5 times the float64 result at once.
         _runtime.allocation(shape, torch.float64, work, what, peak=2.5)

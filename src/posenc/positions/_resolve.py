@@ -283,11 +283,11 @@ def _fractional_tensor(name: str, t: object, what: str) -> Tensor | None:
 def _positions_tensor(
     positions: object,
     offset: object,
-    where: torch.device | None,
+    input_device: torch.device | None,
     shape_text: str,
     fractional: bool = False,
 ) -> Tensor:
-    """``positions`` checked (no offset beside it, integer, on ``where``) and widened to int64.
+    """``positions`` checked (no offset beside it, integer, on ``input_device``), as int64.
 
     With ``fractional``, a floating tensor is taken too, checked and widened to float64.
     """
@@ -296,7 +296,7 @@ def _positions_tensor(
             "give either offset or positions, not both: add the offset to the positions"
         )
     if fractional and isinstance(positions, Tensor):
-        _check_device("positions", positions, where, scalar_ok=False)
+        _check_device("positions", positions, input_device, scalar_ok=False)
         wide = _fractional_tensor("positions", positions, shape_text)
         if wide is not None:
             return wide
@@ -305,7 +305,7 @@ def _positions_tensor(
     _check_device(
         "positions",
         _checks.integer_tensor("positions", positions, shape_text),
-        where,
+        input_device,
         scalar_ok=False,
     )
     return as_int64("positions", positions, shape_text)
@@ -368,8 +368,8 @@ def resolve(
     offset_only = positions is None and type(offset) is int  # check_domain's test, inline:
     if offset_only and POSITION_MIN <= offset <= POSITION_MAX + 1 - max(length, 1):
         return Positions(length, offset, None)  # type: ignore[arg-type]  # an int
-    where = None if device is None else torch.device(device)
-    if _common(positions, offset, where, length, batch):
+    input_device = None if device is None else torch.device(device)
+    if _common(positions, offset, input_device, length, batch):
         # The common case, each check asked positively, the values read once (their
         # bounds kept for Positions.within). Anything else takes the general path,
         # which explains what is wrong.
@@ -381,7 +381,11 @@ def resolve(
             return Positions(length, None, positions, (low, high))
     if positions is not None:
         index = _positions_tensor(
-            positions, offset, where, "an integer tensor of shape (L,) or (B, L)", fractional
+            positions,
+            offset,
+            input_device,
+            "an integer tensor of shape (L,) or (B, L)",
+            fractional,
         )
         if index.dim() not in (1, 2) or index.shape[-1] != length:
             raise ValueError(
@@ -397,11 +401,11 @@ def resolve(
         start = _checks.integer_tensor(
             "offset", offset, "an int or an integer tensor of shape () or (B,)"
         )
-        _check_device("offset", start, where, scalar_ok=True)
+        _check_device("offset", start, input_device, scalar_ok=True)
         check_domain("offset", start, count=length)
         start = start if start.dtype == torch.int64 else start.to(torch.int64)
-        if where is not None and start.device != where:
-            start = start.to(where)  # a 0-d CPU offset, for an input elsewhere
+        if input_device is not None and start.device != input_device:
+            start = start.to(input_device)  # a 0-d CPU offset, for an input elsewhere
         steps = torch.arange(length, device=start.device)
         if start.dim() == 0:
             return Positions(length, None, start + steps)
