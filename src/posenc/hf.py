@@ -1118,8 +1118,10 @@ def _replacement(
 
 
 def _layer_config(config: Any, layer_type: str) -> Any:
-    """The config of one layer type, where the config resolves one per type (Gemma 4's
-    ``per_layer_config``, whose head size differs by type); else the config itself."""
+    """The config of one layer type, where the config resolves one per type.
+
+    Gemma 4's ``per_layer_config``, whose head size differs by type; else the config.
+    """
     per_layer = _get(config, "per_layer_config")
     if per_layer is None:
         return config

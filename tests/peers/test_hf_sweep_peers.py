@@ -15,9 +15,13 @@ from posenc.hf import RECORDS
 
 _PATH = Path(__file__).parents[2] / "benchmarks" / "hf_sweep.py"
 #: The sample's families the generic rule and the records do not cover yet, and why.
-UNCOVERED = {
-    "gemma4_text": "per-layer head_dim and rope parameters (config.per_layer_config)",
-}
+UNCOVERED: dict[str, str] = {}
+#: Families whose tiny model's logits are large enough that Hugging Face's own float32
+#: phases at positions 4072-4095 move them by more than 1e-5: there the difference below
+#: 4096 is Hugging Face's error, which the float64 run at 4072 shows (posenc's is 10x less).
+LARGE_LOGITS = {"gemma4_text"}
+#: Models that do not generate (an encoder: its last hidden states are compared).
+ENCODERS = {"modernbert"}
 
 
 def _sweep_module() -> Any:
@@ -69,8 +73,12 @@ def test_covered_families_agree_below_4096_and_improve_at_a_million(
     for name, row in sample.items():
         if "error_1e6" not in row:
             continue
-        assert row["logits_max_diff"] <= 1e-5, name
-        assert row["generate_equal"], name
+        if name in LARGE_LOGITS:
+            at_4096 = row["error_4096"]
+            assert at_4096["posenc"] * 10 <= at_4096["hf"], (name, at_4096)
+        else:
+            assert row["logits_max_diff"] <= 1e-5, name
+        assert row["generate_equal"] is (None if name in ENCODERS else True), name
         hf, ours = row["error_1e6"]["hf"], row["error_1e6"]["posenc"]
         # 100x closer to float64, or at the float32 floor of the model (its error at
         # position 0: linear-attention layers, as Qwen3-Next's, keep it high everywhere)
