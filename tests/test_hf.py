@@ -1046,7 +1046,7 @@ def test_the_generic_rule_reads_no_4x_key_of_a_record(generic: ModuleType) -> No
     model = _ContractModel()
     model.config.rotary_dim = 8
     assert isinstance(patch_rotary(model).rotaries[0], HFRotaryEmbedding)
-    with pytest.raises(ValueError, match="rotary_dim=8, a transformers 4.x key"):
+    with pytest.raises(ValueError, match=r"rotary_dim=8, a transformers 4\.x key"):
         rotary_from_config({**_GENERIC_CONFIG, "rotary_dim": 8})
 
 
