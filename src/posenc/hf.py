@@ -1174,8 +1174,12 @@ def patch_rotary(model: nn.Module) -> nn.Module:
     rotary contract, ``forward(x, position_ids) -> (cos, sin)`` (or with
     ``layer_type``), an ``inv_freq`` buffer (``<type>_inv_freq`` per layer
     type), a ``config`` with ``rope_parameters``, is read from its own config
-    as :func:`rotary_from_config` reads it, its tables' form (widened, or one
-    value per pair: ``"halved"``) and dtype from the module.
+    as :func:`rotary_from_config` reads it (a config per layer type where the
+    config resolves one, as Gemma 4's ``per_layer_config``), its tables' form and
+    dtype from the module: widened, else interleaved pairs with repeated tables
+    (Cohere 2's) where widened ones disagree; one value per pair (``"halved"``,
+    gpt-oss's); one complex table (DeepSeek-V2's ``freqs_cis``). The replaced
+    module's ``config`` goes with its replacement.
 
     Every replacement, by a record or by the rule, is verified first: posenc's
     tables and those of the module's class built again from its config (a
