@@ -49,6 +49,7 @@ extensions = [
     "train_results",  # _ext/: the saved trained comparison as tables, its claims checked
     "task_results",  # _ext/: the saved task runs as tables and verdicts, claims checked
     "rope_types",  # _ext/: the rope types' lists, written from posenc.rope_config's records
+    "hf_families",  # _ext/: the saved family sweep of posenc.hf as tables
     "i18n_site",  # _ext/: the language switcher, the untranslated-page notice, figures
 ]
 

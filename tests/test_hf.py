@@ -967,3 +967,100 @@ def test_exact_rotation_of_the_generic_rule_is_verified(generic: ModuleType) -> 
     with pytest.raises(TypeError, match=r"modeling_standin_generic\.apply_rotary_pos_emb: it "):
         exact_rotation(model)
     assert not model.rotaries[0].exact
+
+
+class _RepeatedRotary(_ContractRotary):
+    """Cohere 2's tables: each pair's value at features 2k and 2k + 1 (repeat_interleave)."""
+
+    def forward(self, x, position_ids):  # type: ignore[no-untyped-def]
+        emb = (position_ids[..., None].float() * self.inv_freq).repeat_interleave(2, dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+class _PolarRotary(_ContractRotary):
+    """DeepSeek-V2's table: one complex cos + i sin per pair (torch.polar)."""
+
+    def forward(self, x, position_ids):  # type: ignore[no-untyped-def]
+        freqs = position_ids[..., None].float() * self.inv_freq
+        return torch.polar(torch.ones_like(freqs), freqs)
+
+
+for _cls in (_RepeatedRotary, _PolarRotary):
+    _cls.__module__ = _GENERIC
+
+
+def _rotate_pairs(q, k, cos, sin, unsqueeze_dim=1):  # type: ignore[no-untyped-def]
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+
+    def turn(x):  # type: ignore[no-untyped-def]
+        return torch.stack((-x[..., 1::2], x[..., 0::2]), dim=-1).flatten(-2)
+
+    return q * cos + turn(q) * sin, k * cos + turn(k) * sin
+
+
+def _rotate_complex(xq, xk, freqs_cis):  # type: ignore[no-untyped-def]
+    def turn(x):  # type: ignore[no-untyped-def]
+        pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(pairs * freqs_cis.unsqueeze(1)).flatten(3).type_as(x)
+
+    return turn(xq), turn(xk)
+
+
+def test_the_generic_rule_reads_interleaved_and_complex_tables(generic: ModuleType) -> None:
+    positions = torch.tensor([[0, 5, 4095, 10**6]])
+    exact = rotary_from_config(_GENERIC_CONFIG).cos_sin(4, positions=positions, batch=1)
+    # Cohere 2: rotate-half disagrees, interleaved pairs with repeated tables agree
+    model = patch_rotary(_ContractModel(_RepeatedRotary))
+    module = model.rotaries[0]
+    assert isinstance(module, HFRotaryEmbedding)
+    assert (module.form, module.rotary.layout) == ("repeated", "interleaved")
+    cos, sin = module(torch.zeros(1), positions)
+    assert torch.equal(cos, exact[0].repeat_interleave(2, -1))
+    assert torch.equal(sin, exact[1].repeat_interleave(2, -1))
+    assert module.config is model.config  # the replaced module's, which some models read
+    generic.apply_rotary_pos_emb = _rotate_pairs
+    with exact_rotation(model):  # the interleaved rotation, verified, replaces it
+        q, k = torch.randn(1, 2, 4, 32), torch.randn(1, 2, 4, 32)
+        ours = generic.apply_rotary_pos_emb(q, k, cos, sin)
+        theirs = _rotate_pairs(q, k, cos, sin)
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(ours, theirs, strict=True))
+    assert generic.apply_rotary_pos_emb is _rotate_pairs
+    # DeepSeek-V2: one complex table, complex64 whatever the input
+    model = patch_rotary(_ContractModel(_PolarRotary))
+    module = model.rotaries[0]
+    assert isinstance(module, HFRotaryEmbedding)
+    assert (module.form, module.table_dtype) == ("complex", torch.float32)
+    table = module(torch.zeros(1, dtype=torch.bfloat16), positions)
+    assert isinstance(table, torch.Tensor)
+    assert table.dtype == torch.complex64
+    assert torch.equal(table, torch.complex(exact[0], exact[1]))
+    generic.apply_rotary_emb = _rotate_complex
+    with exact_rotation(model):  # DeepSeek-V2's (B, H, L, D) form, not Llama 4's
+        assert generic.apply_rotary_emb is not _rotate_complex
+        q, k = torch.randn(1, 2, 4, 32), torch.randn(1, 2, 4, 32)
+        ours = generic.apply_rotary_emb(q, k, table)
+        theirs = _rotate_complex(q, k, table)
+        assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(ours, theirs, strict=True))
+    assert generic.apply_rotary_emb is _rotate_complex
+
+
+def test_the_generic_rule_reads_no_4x_key_of_a_record(generic: ModuleType) -> None:
+    # MiniMax-M3's config carries rotary_dim (GPT-J's 4.x key): its class has read it
+    # into rope_parameters already, and the verification is what guards
+    model = _ContractModel()
+    model.config.rotary_dim = 8
+    assert isinstance(patch_rotary(model).rotaries[0], HFRotaryEmbedding)
+    with pytest.raises(ValueError, match=r"rotary_dim=8, a transformers 4\.x key"):
+        rotary_from_config({**_GENERIC_CONFIG, "rotary_dim": 8})
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_complex_tables_of_half_precision_input_are_complex64(dtype: torch.dtype) -> None:
+    # torch has no complex bfloat16: the table of a half-precision input is complex64,
+    # the float32 table itself
+    emb = HFRotaryEmbedding(RotaryEmbedding(16, layout="interleaved"), form="complex")
+    positions = torch.tensor([[0, 3, 10**6]])
+    table = emb(torch.zeros(1, dtype=dtype), positions)
+    assert isinstance(table, torch.Tensor)
+    assert table.dtype == torch.complex64
+    assert torch.equal(table, emb(torch.zeros(1), positions))

@@ -131,6 +131,15 @@ def _complex_rotation(xq: Tensor, xk: Tensor, freqs_cis: Tensor) -> tuple[Tensor
     )
 
 
+def _complex_heads_rotation(xq: Tensor, xk: Tensor, freqs_cis: Tensor) -> tuple[Tensor, Tensor]:
+    """DeepSeek-V2's ``apply_rotary_emb`` ((B, H, L, D), complex tables), by posenc."""
+    cos, sin = freqs_cis.real.unsqueeze(1), freqs_cis.imag.unsqueeze(1)
+    return (
+        apply_rotary(xq, cos, sin, layout="interleaved"),
+        apply_rotary(xk, cos, sin, layout="interleaved"),
+    )
+
+
 @dataclass(frozen=True)
 class Rotation:
     """The rotation function a family's modeling module calls, and posenc's for it.
@@ -158,12 +167,15 @@ _GPTJ = Rotation("apply_rotary_pos_emb", _gptj_rotation)
 _COMPLEX = Rotation("apply_rotary_emb", _complex_rotation)
 _INTERLEAVE = Rotation("apply_rotary_pos_emb_interleave", _interleave_rotation)
 _HALVED = Rotation("apply_rotary_pos_emb", _halved_rotation)
+_COMPLEX_HEADS = Rotation("apply_rotary_emb", _complex_heads_rotation)
 # The rotation functions of transformers' standard contract, by the form of the tables they
 # take: a family's modeling module holds one or more of them, each verified against
 # posenc's before it is replaced.
 _STANDARD_ROTATIONS: dict[str, tuple[Rotation, ...]] = {
     "widened": (_HALF, _INTERLEAVE),
     "halved": (_HALVED,),
+    "repeated": (_PAIRS,),  # Cohere 2's: interleaved pairs
+    "complex": (_COMPLEX_HEADS, _COMPLEX),  # DeepSeek-V2's (B, H, L, D); Llama 4's (B, L, H, D)
 }
 
 
@@ -638,7 +650,8 @@ def _rotary(config: Any, family: Family, layer_type: str | None) -> RotaryEmbedd
         )
     max_positions = _integer_field(config, "max_position_embeddings", "n_positions")
     max_len = _MAX_LEN if max_positions is None else min(max_positions, _MAX_LEN)
-    _refuse_foreign_keys(config, family)
+    if family is _OTHER or family.name in RECORDS:  # the generic rule: its class read them
+        _refuse_foreign_keys(config, family)
     scaling = _rope_parameters(config, family, layer_type)
     base = float(scaling.get("rope_theta") or 10_000.0)
     rope_type = scaling.pop("type", "default")
@@ -742,7 +755,8 @@ class HFRotaryEmbedding(nn.Module):
     - ``"gptj"``: ``(sin, cos)``, one value per pair, as GPT-J's module returns;
     - ``"complex"`` (Llama 4, interleaved pairs): one complex tensor
       ``cos + i sin``, one value per pair, as Llama 4's text rotary returns
-      ``freqs_cis`` (with ``table_dtype=torch.float32``: complex64).
+      ``freqs_cis`` (with ``table_dtype=torch.float32``: complex64). Torch has no
+      complex bfloat16: for a bfloat16 or float16 ``x`` the table is complex64.
 
     With several layer types (Gemma 3), ``forward(x, position_ids,
     layer_type)``. With multimodal RoPE (a ``rotary`` built with
@@ -766,6 +780,8 @@ class HFRotaryEmbedding(nn.Module):
         rotary: The module, or a ``torch.nn.ModuleDict`` of them, one per layer type.
         form: The form of the tables.
         table_dtype: Their dtype, or None for the input's.
+        config: The config of the module it replaced (set by :func:`patch_rotary`;
+            some models read their rotary's, as Granite-SWA its tables' bases), or None.
         exact: Whether half-precision inputs get float32 tables (set by
             :func:`exact_rotation`, while any of its handles on the module is
             active). Never copied or pickled: a copy starts without it.
@@ -820,6 +836,7 @@ class HFRotaryEmbedding(nn.Module):
         self.form: TableForm = form
         self.table_dtype: torch.dtype | None = table_dtype
         self.exact: bool = False
+        self.config: Any = None
         # How many active exact_rotation handles hold this module: exact while any does.
         self._exact_holds: int = 0
 
@@ -883,8 +900,8 @@ class HFRotaryEmbedding(nn.Module):
                 f"{type(position_ids).__name__} of shape {shape}"
             )
         dtype = x.dtype if self.table_dtype is None else self.table_dtype
-        if self.exact and dtype in (torch.bfloat16, torch.float16):
-            dtype = torch.float32
+        if dtype in (torch.bfloat16, torch.float16) and (self.exact or self.form == "complex"):
+            dtype = torch.float32  # and complex tables: torch has no complex bfloat16
         batch, length = position_ids.shape[-2:]
         cos, sin = rotary.cos_sin(
             length, positions=position_ids, batch=batch, dtype=dtype, device=x.device
@@ -991,12 +1008,15 @@ def _parts(tables: Any) -> list[Tensor]:
     return out
 
 
-def _tables_of(module: nn.Module, device: torch.device) -> tuple[torch.dtype | None, int | None]:
+def _tables_of(
+    module: nn.Module, device: torch.device
+) -> tuple[torch.dtype | None, int | None, bool]:
     """What a module of the standard contract returns to a bfloat16 input at one position.
 
     Returns:
-        float32 where its tables are float32 whatever the input (OLMo 2's), else None;
-        and their width (None where the call fails: the verification names why).
+        float32 where its tables are float32 whatever the input (OLMo 2's, or complex64
+        ones), else None; their width (None where the call fails: the verification
+        names why); and whether it returns one complex table (DeepSeek-V2's).
     """
     x = torch.zeros(1, dtype=torch.bfloat16, device=device)
     position = torch.zeros(1, 1, dtype=torch.long, device=device)
@@ -1004,13 +1024,15 @@ def _tables_of(module: nn.Module, device: torch.device) -> tuple[torch.dtype | N
     args = (x, position) if not layer_types else (x, position, sorted(layer_types)[0])
     try:
         with torch.no_grad():
-            tables = _parts(module(*args))
+            returned = module(*args)
+            tables = _parts(returned)
     except Exception:
-        return None, None
+        return None, None, False
+    complex_ = isinstance(returned, Tensor) and returned.is_complex()
     dtypes = {t.dtype for t in tables}
     widths = {t.shape[-1] for t in tables}
     width = widths.pop() if len(widths) == 1 else None
-    return (torch.float32 if dtypes == {torch.float32} else None), width
+    return (torch.float32 if dtypes == {torch.float32} else None), width, complex_
 
 
 def _reference(module: nn.Module) -> tuple[nn.Module, torch.device]:
@@ -1084,7 +1106,7 @@ def _replacement(
     rotary: RotaryEmbedding | dict[str, RotaryEmbedding]
     if layer_types:  # one table per layer type (Gemma 3)
         rotary = {
-            kind: _rotary(config, family, kind)
+            kind: _rotary(_layer_config(config, kind), family, kind)
             for kind in layer_types
             if _rope_parameters_for(config, kind)
         }
@@ -1093,6 +1115,20 @@ def _replacement(
     return HFRotaryEmbedding(
         rotary, form=family.form, table_dtype=family.table_dtype or table_dtype
     )
+
+
+def _layer_config(config: Any, layer_type: str) -> Any:
+    """The config of one layer type, where the config resolves one per type.
+
+    Gemma 4's ``per_layer_config``, whose head size differs by type; else the config.
+    """
+    per_layer = _get(config, "per_layer_config")
+    if per_layer is None:
+        return config
+    try:
+        return per_layer[layer_type]
+    except Exception:  # not one of its types (DeepSeek-V4's "main" table): the config's
+        return config
 
 
 def _rope_parameters_for(config: Any, layer_type: str) -> bool:
@@ -1138,8 +1174,12 @@ def patch_rotary(model: nn.Module) -> nn.Module:
     rotary contract, ``forward(x, position_ids) -> (cos, sin)`` (or with
     ``layer_type``), an ``inv_freq`` buffer (``<type>_inv_freq`` per layer
     type), a ``config`` with ``rope_parameters``, is read from its own config
-    as :func:`rotary_from_config` reads it, its tables' form (widened, or one
-    value per pair: ``"halved"``) and dtype from the module.
+    as :func:`rotary_from_config` reads it (a config per layer type where the
+    config resolves one, as Gemma 4's ``per_layer_config``), its tables' form and
+    dtype from the module: widened, else interleaved pairs with repeated tables
+    (Cohere 2's) where widened ones disagree; one value per pair (``"halved"``,
+    gpt-oss's); one complex table (DeepSeek-V2's ``freqs_cis``). The replaced
+    module's ``config`` goes with its replacement.
 
     Every replacement, by a record or by the rule, is verified first: posenc's
     tables and those of the module's class built again from its config (a
@@ -1184,24 +1224,37 @@ def patch_rotary(model: nn.Module) -> nn.Module:
     left: list[str] = []
     for name, module, record in found:
         device = _device_of(module, model)
+        reason: str | None = None
         try:
             table_dtype = None
+            readings = [record]
             if record is not family:  # the generic rule: the tables' dtype and form
-                table_dtype, width = _tables_of(module, device)
+                table_dtype, width, complex_ = _tables_of(module, device)
                 new = _replacement(module, model, record)
-                if width is not None and width * 2 == _rotary_width(new):  # one per pair
-                    record = dataclasses.replace(record, form="halved")
-            new = _replacement(module, model, record, table_dtype)
+                if complex_:  # one complex table, cos + i sin (DeepSeek-V2's freqs_cis)
+                    readings = [dataclasses.replace(record, layout="interleaved", form="complex")]
+                elif width is not None and width * 2 == _rotary_width(new):  # one per pair
+                    readings = [dataclasses.replace(record, form="halved")]
+                else:  # rotate-half, else interleaved pairs (Cohere 2's repeated tables)
+                    pairs = dataclasses.replace(record, layout="interleaved", form="repeated")
+                    readings = [record, pairs]
+            for reading in readings:  # the first whose tables agree; else the first's reason
+                new = _replacement(module, model, reading, table_dtype)
+                why = _disagreement(module, new)  # verified on the CPU, in float32
+                if why is None:
+                    reason = None
+                    break
+                reason = reason or why
         except Exception as error:  # e.g. Gemma 4's per-layer head_dim refuses a global read
-            reason: str | None = f"posenc cannot read its config: {type(error).__name__}: {error}"
-        else:
-            reason = _disagreement(module, new)  # verified on the CPU, in float32
+            reason = f"posenc cannot read its config: {type(error).__name__}: {error}"
         if reason is not None:
             left.append(f"{name or 'the model'} ({type(module).__name__}): {reason}")
             continue
         # where the module was (its own buffers' device: a model split over devices
         # keeps each rotary beside its layers), in the model's dtype, in its mode
         new.to(device=device, dtype=dtype).train(module.training)
+        if hasattr(module, "config"):  # some models read it (Granite-SWA: each table's base)
+            new.config = module.config
         _place(model, name, new)
     if left and len(left) == len(found) and not already:
         raise TypeError(
@@ -1365,23 +1418,29 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
     forms = sorted({m.form for m in modules})
     held: list[tuple[ModuleType, Rotation]] = []
     refused: list[str] = []
+    candidates: dict[str, list[tuple[str, Rotation]]] = {}  # by the function's name
+    if family is not None:
+        candidates[family.rotation.name] = [(family.form, family.rotation)]
+    else:
+        for form in forms:
+            for rotation in _STANDARD_ROTATIONS.get(form, ()):
+                candidates.setdefault(rotation.name, []).append((form, rotation))
     for namespace in namespaces.values():
-        candidates = (
-            (family.rotation,)
-            if family is not None
-            else tuple(r for form in forms for r in _STANDARD_ROTATIONS.get(form, ()))
-        )
-        for rotation in dict.fromkeys(candidates):
-            function = getattr(namespace, rotation.name, None)
+        for function_name, options in candidates.items():
+            function = getattr(namespace, function_name, None)
             if not callable(function):
                 continue
-            if family is None:  # the generic rule: verified before it is replaced
-                original = _INSTALLED.get((namespace.__name__, rotation.name), (function, 0))[0]
-                reason = _rotation_disagreement(original, rotation)
-                if reason is not None:
-                    refused.append(f"{namespace.__name__}.{rotation.name}: {reason}")
-                    continue
-            held.append((namespace, rotation))
+            if family is not None:
+                held.append((namespace, options[0][1]))
+                continue
+            # the generic rule: the first of posenc's rotations that agrees replaces it
+            original = _INSTALLED.get((namespace.__name__, function_name), (function, 0))[0]
+            reasons = [_rotation_disagreement(original, r, form) for form, r in options]
+            agreeing = [r for (_, r), why in zip(options, reasons, strict=True) if why is None]
+            if agreeing:
+                held.append((namespace, agreeing[0]))
+            else:
+                refused.append(f"{namespace.__name__}.{function_name}: {reasons[0]}")
     if refused:
         # an error, not a warning: the patched modules would hand float32 tables to a
         # function that rounds as Hugging Face's does, and the model would not be exact
@@ -1392,29 +1451,36 @@ def exact_rotation(model: nn.Module) -> ExactRotation:
     return ExactRotation(modules, [], rotations=held)
 
 
-def _rotation_disagreement(function: Callable[..., Any], rotation: Rotation) -> str | None:
+def _rotation_disagreement(
+    function: Callable[..., Any], rotation: Rotation, form: str = "widened"
+) -> str | None:
     """Why posenc's ``rotation`` may not replace ``function``: None when they agree.
 
-    Both rotate the same random float32 query and key by widened tables of
-    positions up to 148, over the whole head and, where ``function`` takes a
-    head wider than its tables (partial rotary), over a head twice as wide;
-    they must agree within 1e-5.
+    Both rotate the same random float32 query and key (``(B, H, L, D)``; Llama 4's
+    complex rotation ``(B, L, H, D)``) by tables of the ``form`` the patched module
+    gives, of positions up to 148, over the whole head and, where ``function`` takes
+    a head wider than its tables (partial rotary), over a head twice as wide; they
+    must agree within 1e-5.
     """
     generator = torch.Generator().manual_seed(0)
     rope = RotaryEmbedding(16, base=100.0)
     pairs = rope.cos_sin(5, positions=torch.arange(5)[None] * 37, batch=1, dtype=torch.float32)
-    tables = _FORMS["halved" if rotation is _HALVED else "widened"](*pairs)
-    assert isinstance(tables, tuple)
-    cos, sin = tables
+    tables = _FORMS[form](*pairs)
+    args = tables if isinstance(tables, tuple) else (tables,)
+    heads_first = rotation is not _COMPLEX  # Llama 4's rotates (B, L, H, D)
     for width, optional in ((16, False), (32, True)):
-        q, k = (torch.randn(1, 2, 5, width, generator=generator) for _ in range(2))
+        shape = (1, 2, 5, width) if heads_first else (1, 5, 2, width)
+        q, k = (torch.randn(*shape, generator=generator) for _ in range(2))
         try:
-            theirs = function(q, k, cos, sin)
+            theirs = function(q, k, *args)
         except Exception as error:
             if optional:
                 continue
             return f"calling it raised {type(error).__name__}: {error}"
-        ours = rotation.exact(q, k, cos, sin)
+        try:
+            ours = rotation.exact(q, k, *args)
+        except Exception as error:  # another layout of the tables than posenc's
+            return f"posenc's {rotation.exact.__name__} raised {type(error).__name__}: {error}"
         if not all(
             isinstance(a, Tensor) and a.shape == b.shape and float((a - b).abs().max()) <= 1e-5
             for a, b in zip(theirs, ours, strict=False)

@@ -15,9 +15,9 @@ from posenc.hf import RECORDS
 
 _PATH = Path(__file__).parents[2] / "benchmarks" / "hf_sweep.py"
 #: The sample's families the generic rule and the records do not cover yet, and why.
-UNCOVERED = {
-    "gemma4_text": "per-layer head_dim and rope parameters (config.per_layer_config)",
-}
+UNCOVERED: dict[str, str] = {}
+#: Models that do not generate (an encoder: its last hidden states are compared).
+ENCODERS = {"modernbert"}
 
 
 def _sweep_module() -> Any:
@@ -69,8 +69,16 @@ def test_covered_families_agree_below_4096_and_improve_at_a_million(
     for name, row in sample.items():
         if "error_1e6" not in row:
             continue
-        assert row["logits_max_diff"] <= 1e-5, name
-        assert row["generate_equal"], name
+        # within 1e-5; where more (Gemma 4's large logits, Qwen3's and OLMo 2's at about
+        # 1.1e-5), the difference is Hugging Face's own float32 error at 4072-4095: there
+        # posenc's float32 model is at least 10x closer to the float64 run than it
+        at_4096 = row["error_4096"]
+        assert row["logits_max_diff"] <= 1e-5 or at_4096["posenc"] * 10 <= at_4096["hf"], (
+            name,
+            row["logits_max_diff"],
+            at_4096,
+        )
+        assert row["generate_equal"] is (None if name in ENCODERS else True), name
         hf, ours = row["error_1e6"]["hf"], row["error_1e6"]["posenc"]
         # 100x closer to float64, or at the float32 floor of the model (its error at
         # position 0: linear-attention layers, as Qwen3-Next's, keep it high everywhere)
