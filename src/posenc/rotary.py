@@ -505,7 +505,7 @@ def _rotated(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tenso
 
 
 class RotaryEmbedding(DerivedTables):
-    """Rotates queries or keys by their positions (RoPE), exactly in every dtype.
+    r"""Rotates queries or keys by their positions (RoPE), exactly in every dtype.
 
     Call it on the queries and on the keys of an attention layer, before their
     dot product: ``q = rope(q)``, ``k = rope(k)``. Token ``t`` sits at position
@@ -565,6 +565,13 @@ class RotaryEmbedding(DerivedTables):
         frequencies: None, or a :class:`MixedFrequencies`: learned frequencies
             (RoPE-Mixed) that give the phases, for a ``head_dim`` of twice their
             pairs, without ``axes`` or ``scaling``.
+        xpos_scale_base: None (off), or xPos's :math:`\gamma` (Sun et al., 2022;
+            512 there): pair ``k`` of a query is also scaled by
+            :math:`\zeta_k^{(p-c)/\gamma}` and of a key by its inverse, as
+            :class:`~posenc.XPos` does. Queries and keys then go through
+            :meth:`rotate_queries_and_keys`; :meth:`forward` and :meth:`cos_sin`
+            refuse, as one tensor cannot say which it is. One stream of
+            positions and fixed frequencies only (no ``axes``, M-RoPE or ``frequencies``).
 
     Attributes:
         rotary_dim: Number of features rotated (the first ones); the others
@@ -581,6 +588,7 @@ class RotaryEmbedding(DerivedTables):
             :meth:`cos_sin` ask.
         trained_length: For "dynamic" and "longrope", whose frequencies depend on
             the length: the length up to which they do not; None for the other types.
+        xpos_scale_base: xPos's :math:`\gamma`, or None.
 
     Shapes:
         - x: ``(..., L, D)``, the sequence on dim -2: ``(B, H, L, D)`` as in
@@ -591,6 +599,8 @@ class RotaryEmbedding(DerivedTables):
           broadcast over the dimensions between B and L (the heads); on axes also
           ``(A, L)`` or ``(A, B, L)``
         - output: same shape and dtype as ``x``
+        - q, k (:meth:`rotate_queries_and_keys`): each as ``x``, of the same tokens;
+          the output ``(q, k)``, each of its input's shape and dtype
 
     Example:
         >>> import torch
