@@ -1050,7 +1050,7 @@ class RotaryEmbedding(DerivedTables):
             if cos.dim() == 3 and x.dim() > 3:  # per sequence: broadcast over the heads
                 cos = cos.view(cos.shape[0], *(1,) * (x.dim() - 3), *cos.shape[1:])
                 sin = sin.view(cos.shape)
-            out.append(_rotate(x, cos, sin, self.layout))
+            out.append(apply_rotary(x, cos, sin, layout=self.layout))  # DTensor x too
         return out[0], out[1]
 
     def _forward_on(
