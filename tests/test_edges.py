@@ -856,7 +856,15 @@ OFFSET_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
 
 # Records declared in posenc.hf (a family's fields), not arguments a call checks.
 RECORD_TYPES = {"Family", "Rotation"}
-METHODS = ("forward", "cos_sin", "encoding", "rows", "add_encoding_", "score_mod")
+METHODS = (
+    "forward",
+    "cos_sin",
+    "encoding",
+    "rows",
+    "add_encoding_",
+    "score_mod",
+    "rotate_queries_and_keys",
+)
 
 
 def _integer_arguments() -> set[tuple[str, str]]:
