@@ -95,7 +95,8 @@ class QueriesAndKeys(nn.Module):
     """xPos on one tensor as queries and as keys, the two concatenated on the last dim.
 
     Linear in its input (each half is a rotation times a scale), and one tensor out, as
-    the contracts compare.
+    the contracts compare. ``xpos`` is an ``XPos``, or a ``RotaryEmbedding`` with
+    ``xpos_scale_base``, called through its ``rotate_queries_and_keys``.
     """
 
     def __init__(self, xpos: nn.Module) -> None:
@@ -105,7 +106,8 @@ class QueriesAndKeys(nn.Module):
     def forward(
         self, x: Tensor, *, offset: int | Tensor = 0, positions: Tensor | None = None
     ) -> Tensor:
-        q, k = self.xpos(x, x, offset=offset, positions=positions)
+        pair = getattr(self.xpos, "rotate_queries_and_keys", self.xpos)
+        q, k = pair(x, x, offset=offset, positions=positions)
         return torch.cat([q, k], -1)
 
 
@@ -395,6 +397,18 @@ SCHEMES: list[Scheme] = [
         # XPos sees the pair (tests/test_xpos.py checks its hooks); nothing is tabled
         # (one graph at any length) and no tensor is held (nothing for .to() to keep)
         omit=frozenset({"hooks", "compile_past_max_len", "no_op_to"}),
+    ),
+    Scheme(  # the same xPos as an option of the rotary core, through rotate_queries_and_keys
+        "RotaryEmbedding-xpos",
+        lambda: QueriesAndKeys(posenc.RotaryEmbedding(D, xpos_scale_base=64.0)),
+        heads,
+        L2,
+        positions=True,
+        extrapolates=True,
+        linear="rotates",
+        # hooks on the rotary module fire on forward, which refuses one tensor; nothing
+        # is read from its tables (one graph at any length)
+        omit=frozenset({"hooks", "compile_past_max_len"}),
     ),
     Scheme(
         "ALiBi",

@@ -671,6 +671,11 @@ INTEGER_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("XPos.__init__", "head_dim"): lambda v: posenc.XPos(2 * v)(
         torch.ones(2, 3, 2 * 3), torch.ones(2, 3, 2 * 3)
     ),
+    ("RotaryEmbedding.rotate_queries_and_keys", "seq_dim"): lambda v: posenc.RotaryEmbedding(
+        8, xpos_scale_base=64
+    ).rotate_queries_and_keys(
+        torch.ones(2, 1, 1, 3, 1, 8), torch.ones(2, 1, 1, 3, 1, 8), seq_dim=v
+    ),
     ("CoPE.__init__", "n_positions"): lambda v: _module_out(posenc.CoPE(2, v)),
     ("random_positions", "length"): lambda v: posenc.random_positions(
         v, 9, generator=torch.Generator().manual_seed(0)
@@ -816,6 +821,9 @@ OFFSET_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
     ("KERPLE.forward", "offset"): lambda v: _seeded(posenc.KERPLE, 2)(3, offset=v),
     ("FIRE.forward", "offset"): lambda v: _seeded(posenc.FIRE, 2)(3, offset=v),
     ("XPos.forward", "offset"): lambda v: posenc.XPos(8)(Q, Q, offset=v),
+    ("RotaryEmbedding.rotate_queries_and_keys", "offset"): lambda v: posenc.RotaryEmbedding(
+        8, xpos_scale_base=512
+    ).rotate_queries_and_keys(Q, Q, offset=v),
     ("FIRE.score_mod", "offset"): lambda v: _seeded(posenc.FIRE, 2).score_mod(offset=v)(
         torch.zeros(()), T(0), T(1), T(2), T(0)
     ),
@@ -848,7 +856,15 @@ OFFSET_CASES: dict[tuple[str, str], Callable[[Any], object]] = {
 
 # Records declared in posenc.hf (a family's fields), not arguments a call checks.
 RECORD_TYPES = {"Family", "Rotation"}
-METHODS = ("forward", "cos_sin", "encoding", "rows", "add_encoding_", "score_mod")
+METHODS = (
+    "forward",
+    "cos_sin",
+    "encoding",
+    "rows",
+    "add_encoding_",
+    "score_mod",
+    "rotate_queries_and_keys",
+)
 
 
 def _integer_arguments() -> set[tuple[str, str]]:

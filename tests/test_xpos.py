@@ -206,3 +206,131 @@ def test_fractional_positions_are_the_formula_at_their_values() -> None:
     q, k = xpos(x, x, positions=p, center=1.5)
     torch.testing.assert_close(q, _reference(x, p, 1.0, xpos, 1.5), rtol=1e-13, atol=1e-13)
     torch.testing.assert_close(k, _reference(x, p, -1.0, xpos, 1.5), rtol=1e-13, atol=1e-13)
+
+
+# --- the same module as an option of the rotary core: RotaryEmbedding(xpos_scale_base=) --
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("layout", ["half", "interleaved"])
+def test_the_rotary_option_is_xpos_bit_for_bit(dtype, layout) -> None:
+    torch.manual_seed(9)
+    xpos = XPos(16, base=500.0, scale_base=32.0, layout=layout)
+    rope = RotaryEmbedding(16, base=500.0, layout=layout, xpos_scale_base=32.0)
+    q, k = torch.randn(2, 4, 7, 16).to(dtype), torch.randn(2, 1, 7, 16).to(dtype)
+    calls = [
+        {},
+        {"offset": 40, "center": 30.5},
+        {"offset": torch.tensor([3, 90])},
+        {"positions": torch.tensor([[6, 0, 1, 2, 9, 3, 4], [0, 1, 2, 3, 4, 5, 6]])},
+        {"positions": torch.tensor([0.5, 1.25, -3.0, 2.0, 7.75, 8.0, 8.5]), "center": 2},
+    ]
+    for kw in calls:
+        want = xpos(q, k, **kw)
+        got = rope.rotate_queries_and_keys(q, k, **kw)
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == dtype
+            assert torch.equal(a, b)
+        moved = rope.rotate_queries_and_keys(q.transpose(1, 2), k.transpose(1, 2), seq_dim=1, **kw)
+        for a, b in zip(moved, want, strict=True):
+            assert torch.equal(a.transpose(1, 2), b)
+
+
+def test_the_rotary_option_is_the_formula_in_float64() -> None:
+    torch.manual_seed(10)
+    rope = RotaryEmbedding(16, xpos_scale_base=8.0)
+    xpos = XPos(16, scale_base=8.0)  # the reference reads base and scale_base
+    q, k = torch.randn(3, 40, 16, dtype=torch.float64), torch.randn(3, 40, 16).double()
+    got_q, got_k = rope.rotate_queries_and_keys(q, k, offset=5, center=20)
+    p = torch.arange(5, 45)
+    torch.testing.assert_close(got_q, _reference(q, p, 1.0, xpos, 20), rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(got_k, _reference(k, p, -1.0, xpos, 20), rtol=1e-13, atol=1e-13)
+
+
+def test_one_tensor_is_refused_naming_the_method() -> None:
+    rope = RotaryEmbedding(8, xpos_scale_base=512)
+    x = torch.randn(2, 3, 5, 8)
+    for call in (
+        lambda: rope(x),
+        lambda: rope(x, offset=4),
+        lambda: rope(x.transpose(1, 2), seq_dim=1),
+        lambda: rope.cos_sin(5),
+        lambda: rope.cos_sin(5, positions=torch.arange(5) + 9000),  # past the tables too
+    ):
+        with pytest.raises(ValueError, match=r"xPos .*rotate_queries_and_keys\(q, k\)"):
+            call()
+
+
+def test_without_xpos_the_module_and_the_method_are_ropes() -> None:
+    torch.manual_seed(11)
+    x = torch.randn(2, 3, 5, 8)
+    plain, off = RotaryEmbedding(8), RotaryEmbedding(8, xpos_scale_base=None)
+    assert repr(off) == repr(plain) == "RotaryEmbedding(head_dim=8, max_len=4096)"
+    assert off.xpos_scale_base is None
+    assert torch.equal(off(x, offset=3), plain(x, offset=3))
+    assert all(map(torch.equal, off.cos_sin(5), plain.cos_sin(5)))
+    q, k = plain.rotate_queries_and_keys(x, 2 * x, offset=3, center=7)  # center: not read
+    assert torch.equal(q, plain(x, offset=3))
+    assert torch.equal(k, plain(2 * x, offset=3))
+
+
+def test_the_rotary_option_shows_keeps_the_state_and_survives_casts() -> None:
+    torch.manual_seed(12)
+    rope = RotaryEmbedding(8, layout="interleaved", xpos_scale_base=64)
+    assert repr(rope) == (
+        "RotaryEmbedding(head_dim=8, max_len=4096, layout='interleaved', xpos_scale_base=64)"
+    )
+    assert rope.xpos_scale_base == 64.0
+    assert rope.state_dict().keys() == RotaryEmbedding(8).state_dict().keys()
+    rope.load_state_dict(RotaryEmbedding(8, layout="interleaved").state_dict())
+    q = torch.randn(1, 2, 9, 8, dtype=torch.bfloat16)
+    want = rope.rotate_queries_and_keys(q, q, offset=3000, center=2990)
+    for cast in (rope.bfloat16(), rope.half(), rope.double(), rope.float()):
+        got = cast.rotate_queries_and_keys(q, q, offset=3000, center=2990)
+        assert all(map(torch.equal, got, want))
+
+
+def test_the_rotary_option_refuses_what_it_cannot_be() -> None:
+    for bad in (0, -1.0, math.inf, math.nan):
+        with pytest.raises(ValueError, match="xpos_scale_base"):
+            RotaryEmbedding(8, xpos_scale_base=bad)
+    for wrong in ("512", True):
+        with pytest.raises(TypeError, match="xpos_scale_base"):
+            RotaryEmbedding(8, xpos_scale_base=wrong)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="one stream of positions"):
+        RotaryEmbedding(8, axes=(4, 4), xpos_scale_base=512)
+    mrope = {"rope_type": "default", "mrope_section": [1, 1, 2]}
+    with pytest.raises(ValueError, match="one stream of positions"):
+        RotaryEmbedding(8, scaling=mrope, xpos_scale_base=512)
+    from posenc import MixedFrequencies
+
+    with pytest.raises(ValueError, match="fixed frequencies"):
+        RotaryEmbedding(8, frequencies=MixedFrequencies(8, n_heads=2), xpos_scale_base=512)
+    rope, x = RotaryEmbedding(8, xpos_scale_base=512), torch.randn(1, 4, 8)
+    with pytest.raises(ValueError, match=r"offset puts a position 4003 .*float16"):
+        rope.rotate_queries_and_keys(x.half(), x.half(), offset=4000)
+    with pytest.raises(TypeError, match="q"):
+        rope.rotate_queries_and_keys(x.long(), x)
+    with pytest.raises(ValueError, match="same tokens"):
+        rope.rotate_queries_and_keys(x, x[:, :3])
+
+
+def test_with_a_scaling_the_scores_still_depend_on_the_distance_only() -> None:
+    torch.manual_seed(13)
+    scaling = {"rope_type": "linear", "factor": 2.0, "partial_rotary_factor": 0.5}
+    rope = RotaryEmbedding(16, scaling=scaling, xpos_scale_base=4.0)
+    q, k = torch.randn(1, 16, dtype=torch.float64), torch.randn(1, 16, dtype=torch.float64)
+
+    def score(n: int, m: int) -> torch.Tensor:
+        a, _ = rope.rotate_queries_and_keys(q, q, offset=n)
+        _, b = rope.rotate_queries_and_keys(k, k, offset=m)
+        assert torch.equal(a[:, 8:], q[:, 8:])  # the features past rotary_dim pass
+        return (a * b).sum()
+
+    torch.testing.assert_close(score(9, 2), score(109, 102), rtol=1e-12, atol=1e-12)
+    # ζ is over the rotated features: pair 0 of 4 decays as (0.4 / 1.4) per γ
+    one = torch.zeros(1, 16, dtype=torch.float64)
+    one[0, 0] = 1.0
+    a, b = rope.rotate_queries_and_keys(one, one, offset=4)
+    torch.testing.assert_close(a.norm(), torch.tensor(0.4 / 1.4, dtype=torch.float64))
+    torch.testing.assert_close(b.norm(), torch.tensor(1.4 / 0.4, dtype=torch.float64))

@@ -12,7 +12,9 @@ on a device. The sources:
   length;
 - :class:`MixedFrequencies`: learned frequencies, per head, that mix the axes (RoPE-Mixed);
 - :class:`TableCache`: a fixed source with precomputed tables, from which it reads the
-  rows it holds; every other row is the source's. The values are the source's, to the bit.
+  rows it holds; every other row is the source's. The values are the source's, to the bit;
+- :class:`XPosScales`: a ladder's rows times xPos's scales, one side (queries or keys)
+  at a time; asked for one tensor's rows, it refuses.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from .positions import AxisPositions, Positions
 from .positions._resolve import values_to
 from .rope_config import RopeConfig
 
-__all__ = ["FrequencySource", "Ladder", "MixedFrequencies", "TableCache"]
+__all__ = ["FrequencySource", "Ladder", "MixedFrequencies", "TableCache", "XPosScales"]
 
 _F64 = torch.float64
 _CPU = torch.device("cpu")
@@ -280,3 +282,94 @@ class MixedFrequencies(nn.Module):
         angles = self(values)
         cos, sin = round_once(angles.cos(), dtype), round_once(angles.sin(), dtype)
         return cos.to(device), sin.to(device)
+
+
+class XPosScales:
+    r"""xPos (Sun et al., 2022): a :class:`Ladder`'s rows times a scale per pair and side.
+
+    Pair ``k`` of a query at position ``p`` is scaled by :math:`\zeta_k^{(p-c)/\gamma}`,
+    of a key by its inverse, with :math:`\zeta_k = (2k/d + 0.4) / 1.4` over the ``d``
+    rotated features. The scale, cos and sin are multiplied in float64 and rounded once.
+    A query and a key need opposite scales, so :meth:`rows`, which is asked for one
+    tensor's rows, refuses; :meth:`scaled_rows` gives one side's.
+    """
+
+    def __init__(self, ladder: Ladder, rotary_dim: int, scale_base: float) -> None:
+        self.ladder, self.scale_base = ladder, scale_base
+        pairs = torch.arange(0, rotary_dim, 2, dtype=_F64, device=_CPU)  # not meta
+        self.zeta: Tensor = (pairs / float(rotary_dim) + 0.4) / 1.4  # float64, on the CPU
+        self._log_zeta0: float = math.log(0.4 / 1.4)  # the fastest decay, ζ_0 = 2/7
+
+    def rows(
+        self, at: Where, dtype: torch.dtype, device: torch.device, seq_len: int | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Refused: one tensor's rows cannot say whether it is a query or a key."""
+        raise ValueError(
+            f"this RotaryEmbedding is xPos (xpos_scale_base={self.scale_base:g}): queries "
+            f"and keys are scaled oppositely, and a single tensor cannot say which it is; "
+            f"call rotate_queries_and_keys(q, k) instead of forward or cos_sin"
+        )
+
+    def power(
+        self, at: Positions, center: float, compute: torch.device, dtype: torch.dtype
+    ) -> Tensor:
+        r"""The queries' scales :math:`\zeta^{(p-c)/\gamma}` in float64, ``(..., L, h)``.
+
+        Refused where they leave ``dtype``'s normal range (see :meth:`check_range`).
+        """
+        self.check_range(at, center, dtype)
+        p = at.tensor(compute).to(_F64)
+        power = (p - center) / self.scale_base
+        return torch.pow(self.zeta.to(compute), power.unsqueeze(-1))
+
+    def check_range(self, at: Positions, center: float, dtype: torch.dtype) -> None:
+        """Refuse positions whose scales leave ``dtype``'s normal range, where reading is free."""
+        start, values, length = at.start, at.values, at.length
+        if torch.compiler.is_compiling() or not isinstance(length, int) or length == 0:
+            return  # traced: a check on a symbolic length would specialize it
+        if start is not None:
+            far, name = max(abs(start - center), abs(start + length - 1 - center)), "offset"
+        elif values is not None and _runtime.readable(values) and values.numel():
+            wide = values.to(_F64)
+            far, name = float((wide - center).abs().amax()), "positions"
+        else:
+            return  # not readable for free: documented
+        info = torch.finfo(dtype)
+        limit = min(math.log(info.max), -math.log(info.tiny)) / -self._log_zeta0
+        if far / self.scale_base > limit:
+            raise ValueError(
+                f"{name} puts a position {far:g} from center={center:g}: xPos's scales "
+                f"ζ^(±(p - center)/scale_base) leave {dtype}'s range past "
+                f"{limit * self.scale_base:.0f} from the center (scale_base="
+                f"{self.scale_base:g}); give a center near the middle of the positions, or a "
+                f"larger scale_base"
+            )
+
+    def scaled_rows(
+        self,
+        at: Positions,
+        center: float,
+        dtypes: tuple[torch.dtype, torch.dtype],
+        devices: tuple[torch.device, torch.device],
+    ) -> list[tuple[Tensor, Tensor]]:
+        """The rows of the queries and of the keys: ``[(cos, sin), (cos, sin)]``.
+
+        ``dtypes`` are the queries' and the keys' (a scale past one's normal range is
+        refused); each side's rows are rounded once to its tables' dtype, float64 for
+        float64, else float32, on its device.
+        """
+        compute = _runtime.work_device(devices[0])
+        freqs = self.ladder.frequencies(at, compute)
+        angles = at.tensor(compute).to(_F64).unsqueeze(-1) * freqs
+        cos, sin = torch.cos(angles), torch.sin(angles)
+        if self.ladder.factor != 1.0:
+            cos, sin = cos * self.ladder.factor, sin * self.ladder.factor
+        out = []
+        for dtype, device, key in zip(dtypes, devices, (False, True), strict=True):
+            table = _F64 if dtype == _F64 else torch.float32  # the tables' dtype
+            scale = self.power(at, center, compute, dtype)
+            if key:
+                scale = scale.reciprocal()
+            c, s = round_once(cos * scale, table), round_once(sin * scale, table)
+            out.append((c.to(device), s.to(device)))
+        return out

@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 
 from . import _checks, _distributed, _runtime, rope_config
-from ._sources import FrequencySource, Ladder, MixedFrequencies, TableCache
+from ._sources import FrequencySource, Ladder, MixedFrequencies, TableCache, XPosScales
 from ._tables import DerivedTables
 from .frequencies import ladder
 from .positions import AxisPositions, Positions, resolve, resolve_axes
@@ -505,7 +505,7 @@ def _rotated(x: Tensor, cos: Tensor, sin: Tensor, layout: RotaryLayout) -> Tenso
 
 
 class RotaryEmbedding(DerivedTables):
-    """Rotates queries or keys by their positions (RoPE), exactly in every dtype.
+    r"""Rotates queries or keys by their positions (RoPE), exactly in every dtype.
 
     Call it on the queries and on the keys of an attention layer, before their
     dot product: ``q = rope(q)``, ``k = rope(k)``. Token ``t`` sits at position
@@ -565,6 +565,13 @@ class RotaryEmbedding(DerivedTables):
         frequencies: None, or a :class:`MixedFrequencies`: learned frequencies
             (RoPE-Mixed) that give the phases, for a ``head_dim`` of twice their
             pairs, without ``axes`` or ``scaling``.
+        xpos_scale_base: None (off), or xPos's :math:`\gamma` (Sun et al., 2022;
+            512 there): pair ``k`` of a query is also scaled by
+            :math:`\zeta_k^{(p-c)/\gamma}` and of a key by its inverse, as
+            :class:`~posenc.XPos` does. Queries and keys then go through
+            :meth:`rotate_queries_and_keys`; :meth:`forward` and :meth:`cos_sin`
+            refuse, as one tensor cannot say which it is. One stream of
+            positions and fixed frequencies only (no ``axes``, M-RoPE or ``frequencies``).
 
     Attributes:
         rotary_dim: Number of features rotated (the first ones); the others
@@ -581,6 +588,7 @@ class RotaryEmbedding(DerivedTables):
             :meth:`cos_sin` ask.
         trained_length: For "dynamic" and "longrope", whose frequencies depend on
             the length: the length up to which they do not; None for the other types.
+        xpos_scale_base: xPos's :math:`\gamma`, or None.
 
     Shapes:
         - x: ``(..., L, D)``, the sequence on dim -2: ``(B, H, L, D)`` as in
@@ -591,6 +599,8 @@ class RotaryEmbedding(DerivedTables):
           broadcast over the dimensions between B and L (the heads); on axes also
           ``(A, L)`` or ``(A, B, L)``
         - output: same shape and dtype as ``x``
+        - q, k (:meth:`rotate_queries_and_keys`): each as ``x``, of the same tokens;
+          the output ``(q, k)``, each of its input's shape and dtype
 
     Example:
         >>> import torch
@@ -646,6 +656,7 @@ class RotaryEmbedding(DerivedTables):
         max_len: int = 4096,
         axes: tuple[int, ...] | list[int] | None = None,
         frequencies: MixedFrequencies | None = None,
+        xpos_scale_base: float | None = None,
     ) -> None:
         super().__init__()
         self.head_dim: int = _checks.positive_int("head_dim", head_dim)
@@ -686,6 +697,15 @@ class RotaryEmbedding(DerivedTables):
         self._table_cache = TableCache(
             Ladder(self._config, freqs, axis_of_pair), self._table_for, rows
         )
+        # xPos: the ladder's rows times the scales, one side at a time; None: off.
+        self.xpos_scale_base: float | None = _xpos_scale_base(xpos_scale_base, self, frequencies)
+        self._xpos: XPosScales | None = (
+            None
+            if self.xpos_scale_base is None
+            else XPosScales(self._table_cache.ladder, self.rotary_dim, self.xpos_scale_base)
+        )
+        # The source of forward and cos_sin without learned frequencies (xPos: refusing).
+        self._fixed: FrequencySource = self._table_cache if self._xpos is None else self._xpos
         # Learned frequencies: positions on their axes, phases from their parameters.
         self.frequencies: MixedFrequencies | None = _learned(frequencies, self)
         if frequencies is not None:
@@ -706,7 +726,7 @@ class RotaryEmbedding(DerivedTables):
         ladder of this module's configuration, read from its tables where they hold the
         rows (``TableCache``).
         """
-        return self._table_cache if self.frequencies is None else self.frequencies
+        return self._fixed if self.frequencies is None else self.frequencies
 
     def _table_shapes(self) -> tuple[tuple[int, ...], ...]:
         shape = (self.max_len, self.rotary_dim // 2)
@@ -760,6 +780,8 @@ class RotaryEmbedding(DerivedTables):
             parts.append(f"mrope_section={list(self._config.sections)}")
             if self._config.interleaved:
                 parts.append("mrope_interleaved=True")
+        if self.xpos_scale_base is not None:
+            parts.append(f"xpos_scale_base={self.xpos_scale_base:g}")
         return ", ".join(parts)
 
     def cos_sin(
@@ -941,6 +963,96 @@ class RotaryEmbedding(DerivedTables):
     # DTensor inputs: each rank rotates its shard with the global positions.
     _sharded = _distributed.sequence_input(-2)(forward)
 
+    def rotate_queries_and_keys(
+        self,
+        q: Tensor,
+        k: Tensor,
+        *,
+        offset: int | Tensor = 0,
+        positions: Tensor | None = None,
+        seq_dim: int = -2,
+        center: float = 0.0,
+    ) -> tuple[Tensor, Tensor]:
+        r"""Rotate the queries and the keys of the same tokens; with xPos, scale them too.
+
+        Without ``xpos_scale_base`` this is :meth:`forward` on each (``center`` is
+        not read). With it, pair ``k`` of the query at position ``p`` is also
+        multiplied by :math:`\zeta_k^{(p-c)/\gamma}` and of the key by its inverse,
+        so that the pair's share of ``q_n · k_m`` is scaled by
+        :math:`\zeta_k^{(n-m)/\gamma}` whatever ``c`` is (see :class:`~posenc.XPos`).
+        The scale, cos and sin are multiplied in float64 and rounded once to the
+        tables' dtype; nothing is read from the tables.
+
+        Args:
+            q: Queries ``(..., L, head_dim)``, the sequence on dim -2 or ``seq_dim``.
+            k: Keys of the same tokens, of ``q``'s number of dimensions, batch and
+                length (the heads may differ). Decoding with a cache: the new
+                tokens' queries and keys, with ``offset`` and the same ``center``
+                at every step.
+            offset: Position of the first token, as in :meth:`forward`.
+            positions: The position of every token, as in :meth:`forward`.
+            seq_dim: The dimension of ``q`` and ``k`` that holds the sequence.
+            center: xPos: the position ``c`` the scales' power is taken from (the
+                scores do not depend on it, the scales' range does).
+
+        Returns:
+            ``(q, k)`` rotated (and scaled), each of its input's shape and dtype.
+
+        Raises:
+            TypeError: as :meth:`forward`, or ``center`` is not a number.
+            ValueError: as :meth:`forward`; ``q`` and ``k`` differ in their tokens;
+                an xPos scale outside the normal range of the output's dtype
+                (checked for int offsets, and for positions on the CPU, eagerly;
+                elsewhere such scales give inf and 0).
+
+        Example:
+            >>> import torch
+            >>> xpos = RotaryEmbedding(8, xpos_scale_base=512)
+            >>> q, k = torch.randn(1, 2, 5, 8), torch.randn(1, 2, 5, 8)   # (B, H, L, D)
+            >>> rq, rk = xpos.rotate_queries_and_keys(q, k, center=2)
+            >>> rq.shape, rk.dtype
+            (torch.Size([1, 2, 5, 8]), torch.float32)
+            >>> xpos(q)
+            Traceback (most recent call last):
+                ...
+            ValueError: this RotaryEmbedding is xPos (xpos_scale_base=512): ... call
+            rotate_queries_and_keys(q, k) instead of forward or cos_sin
+        """
+        center = _checks.real_number("center", center)
+        if self._xpos is None:  # RoPE: queries and keys turn alike
+            rotate = functools.partial(
+                self.forward, offset=offset, positions=positions, seq_dim=seq_dim
+            )
+            return rotate(q), rotate(k)
+        q, k = _xpos_input("q", q, self.head_dim), _xpos_input("k", k, self.head_dim)
+        if seq_dim != -2:
+            seq = self._sequence_dim(q, seq_dim, offset, positions)
+            if k.dim() == q.dim():
+                q, k = q.movedim(seq, -2), k.movedim(seq, -2)
+            rq, rk = self.rotate_queries_and_keys(
+                q, k, offset=offset, positions=positions, center=center
+            )
+            return rq.movedim(-2, seq), rk.movedim(-2, seq)
+        if (
+            q.shape[-2] != k.shape[-2]
+            or q.dim() != k.dim()
+            or (q.dim() >= 3 and q.shape[0] != k.shape[0])
+        ):
+            raise ValueError(
+                f"q and k must hold the same tokens: one number of dimensions, batch and "
+                f"length (dim -2), got shapes {tuple(q.shape)} and {tuple(k.shape)}"
+            )
+        batch = q.shape[0] if q.dim() >= 3 else None
+        at = resolve(q.shape[-2], offset=offset, positions=positions, batch=batch, fractional=True)
+        rows = self._xpos.scaled_rows(at, center, (q.dtype, k.dtype), (q.device, k.device))
+        out = []
+        for x, (cos, sin) in zip((q, k), rows, strict=True):
+            if cos.dim() == 3 and x.dim() > 3:  # per sequence: broadcast over the heads
+                cos = cos.view(cos.shape[0], *(1,) * (x.dim() - 3), *cos.shape[1:])
+                sin = sin.view(cos.shape)
+            out.append(apply_rotary(x, cos, sin, layout=self.layout))  # DTensor x too
+        return out[0], out[1]
+
     def _forward_on(
         self,
         x: Tensor,
@@ -950,9 +1062,16 @@ class RotaryEmbedding(DerivedTables):
         seq_len: int | None,
     ) -> Tensor:
         """:meth:`forward` with the sequence on ``seq_dim``: a view with it on dim -2."""
+        x = _checks.rotary_input(x, self.head_dim)
+        seq = self._sequence_dim(x, seq_dim, offset, positions)
+        moved = x.movedim(seq, -2)
+        out = self.forward(moved, offset=offset, positions=positions, seq_len=seq_len)
+        return out.movedim(-2, seq)
+
+    def _sequence_dim(self, x: Tensor, seq_dim: object, offset: object, positions: object) -> int:
+        """``seq_dim`` as a dimension of ``x`` (not its last), checked against packing."""
         if isinstance(seq_dim, bool) or not isinstance(seq_dim, (int, SupportsIndex)):
             raise TypeError(f"seq_dim must be an int, got {_checks._show(seq_dim)}")
-        x = _checks.rotary_input(x, self.head_dim)
         seq_dim, ndim = operator.index(seq_dim), x.dim()
         if not -ndim <= seq_dim < ndim or seq_dim % ndim == ndim - 1:
             raise ValueError(
@@ -967,9 +1086,7 @@ class RotaryEmbedding(DerivedTables):
                 f"heads and features) has no batch: give positions of shape (T,), e.g. from "
                 f"positions_from_lengths, or an int offset"
             )
-        moved = x.movedim(seq, -2)
-        out = self.forward(moved, offset=offset, positions=positions, seq_len=seq_len)
-        return out.movedim(-2, seq)
+        return seq
 
 
 def _per_sequence(offset: object, positions: object) -> bool:
@@ -997,6 +1114,33 @@ def _learned(
             f"head_dim={rope.head_dim}, axes={rope.axes}, scaling={rope.scaling}"
         )
     return frequencies
+
+
+def _xpos_scale_base(value: object, rope: RotaryEmbedding, frequencies: object) -> float | None:
+    """``xpos_scale_base``: None, or a finite number > 0 for a module of one position stream."""
+    if value is None:
+        return None
+    gamma = _checks.real_number("xpos_scale_base", value)
+    if not gamma > 0:
+        raise ValueError(f"xpos_scale_base must be None or a finite number > 0, got {value!r}")
+    if rope.position_axes is not None or frequencies is not None:
+        raise ValueError(
+            "xpos_scale_base needs one stream of positions and fixed frequencies: not with "
+            "axes, M-RoPE's mrope_section or learned frequencies"
+        )
+    return gamma
+
+
+def _xpos_input(name: str, x: object, head_dim: int) -> Tensor:
+    """``x``, a floating ``(..., L, head_dim)`` tensor, named in the errors."""
+    x = _checks.floating_tensor(name, x)
+    if x.dim() < 2:
+        raise ValueError(
+            f"{name} must have shape (..., L, head_dim), with the sequence on dim -2, got "
+            f"{x.dim()}-D shape {tuple(x.shape)}"
+        )
+    _checks.last_dim(x, head_dim, name, "head_dim")
+    return x
 
 
 def _layout_hint(error: ValueError, x: Tensor, positions: Tensor | None) -> ValueError:

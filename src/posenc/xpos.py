@@ -2,15 +2,14 @@ r"""xPos: RoPE whose pairs decay with the distance (Sun et al., 2022)."""
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import Tensor, nn
 
 from . import _checks, _runtime
 from ._rounding import round_once
-from .positions import Positions, resolve
-from .rotary import ROTARY_LAYOUTS, RotaryLayout, apply_rotary, rope_frequencies
+from ._sources import XPosScales
+from .positions import resolve
+from .rotary import ROTARY_LAYOUTS, RotaryEmbedding, RotaryLayout
 
 __all__ = ["XPos"]
 
@@ -49,7 +48,10 @@ class XPos(nn.Module):
     rounded once to the table's dtype (float32, float64 for float64 inputs),
     as ``attention_factor`` multiplies them in the rotary core; the rotation
     is then :func:`apply_rotary`'s, rounded once to the input's dtype. Nothing
-    is tabled: every call computes its positions' values.
+    is tabled: every call computes its positions' values. The same module is
+    ``RotaryEmbedding(head_dim, base=base, layout=layout,
+    xpos_scale_base=scale_base)`` and its :meth:`~RotaryEmbedding.rotate_queries_and_keys`,
+    which this one calls.
 
     Args:
         head_dim: Features per head, D (even).
@@ -101,6 +103,8 @@ class XPos(nn.Module):
         True
     """
 
+    _rope: RotaryEmbedding  # the rotary core, not a submodule
+
     def __init__(
         self,
         head_dim: int,
@@ -119,11 +123,16 @@ class XPos(nn.Module):
             raise ValueError(f"scale_base must be a finite number > 0, got {scale_base!r}")
         self.scale_base: float = gamma
         self.base: float = _checks.base(base)
-        self.frequencies: Tensor = rope_frequencies(self.head_dim, base=self.base)[0]
-        d = float(self.head_dim)
-        pairs = torch.arange(0, self.head_dim, 2, dtype=_F64, device="cpu")  # not meta
-        self.zeta: Tensor = (pairs / d + 0.4) / 1.4  # float64, on the CPU
-        self._log_zeta0: float = math.log(0.4 / 1.4)  # the fastest decay, ζ_0 = 2/7
+        # The rotary core does the work; one table row (never read): not a submodule,
+        # so that the repr, the state and casts stay this module's.
+        rope = RotaryEmbedding(
+            self.head_dim, base=self.base, layout=self.layout, max_len=1, xpos_scale_base=gamma
+        )
+        object.__setattr__(self, "_rope", rope)
+        assert rope._xpos is not None
+        self._scales: XPosScales = rope._xpos
+        self.frequencies: Tensor = self._scales.ladder.freqs  # float64, on the CPU
+        self.zeta: Tensor = self._scales.zeta  # float64, on the CPU
 
     def extra_repr(self) -> str:
         """The configuration, shown in the module's repr."""
@@ -177,40 +186,8 @@ class XPos(nn.Module):
         at = resolve(
             length, offset=offset, positions=positions, batch=batch, device=None, fractional=True
         )
-        scale = self._power_scale(at, _checks.real_number("center", center), compute, dtype)
+        scale = self._scales.power(at, _checks.real_number("center", center), compute, dtype)
         return round_once(scale, dtype).to(target)
-
-    def _power_scale(
-        self, at: Positions, center: float, compute: torch.device, dtype: torch.dtype
-    ) -> Tensor:
-        r""":math:`\zeta^{(p-c)/\gamma}` in float64, ``(..., L, D/2)``; refused past ``dtype``."""
-        self._check_range(at, center, dtype)
-        p = at.tensor(compute).to(_F64)
-        power = (p - center) / self.scale_base
-        return torch.pow(self.zeta.to(compute), power.unsqueeze(-1))
-
-    def _check_range(self, at: Positions, center: float, dtype: torch.dtype) -> None:
-        """Refuse positions whose scales leave ``dtype``'s normal range, where reading is free."""
-        start, values, length = at.start, at.values, at.length
-        if torch.compiler.is_compiling() or not isinstance(length, int) or length == 0:
-            return  # traced: a check on a symbolic length would specialize it
-        if start is not None:
-            far, name = max(abs(start - center), abs(start + length - 1 - center)), "offset"
-        elif values is not None and _runtime.readable(values) and values.numel():
-            wide = values.to(_F64)
-            far, name = float((wide - center).abs().amax()), "positions"
-        else:
-            return  # not readable for free: documented
-        info = torch.finfo(dtype)
-        limit = min(math.log(info.max), -math.log(info.tiny)) / -self._log_zeta0
-        if far / self.scale_base > limit:
-            raise ValueError(
-                f"{name} puts a position {far:g} from center={center:g}: xPos's scales "
-                f"ζ^(±(p - center)/scale_base) leave {dtype}'s range past "
-                f"{limit * self.scale_base:.0f} from the center (scale_base="
-                f"{self.scale_base:g}); give a center near the middle of the positions, or a "
-                f"larger scale_base"
-            )
 
     def forward(
         self,
@@ -261,46 +238,6 @@ class XPos(nn.Module):
             >>> torch.equal(torch.cat([s[1] for s in steps], dim=2), whole[1])
             True
         """
-        q = self._input("q", q)
-        k = self._input("k", k)
-        if (
-            q.shape[-2] != k.shape[-2]
-            or q.dim() != k.dim()
-            or (q.dim() >= 3 and q.shape[0] != k.shape[0])
-        ):
-            raise ValueError(
-                f"q and k must hold the same tokens: one number of dimensions, batch and "
-                f"length (dim -2), got shapes {tuple(q.shape)} and {tuple(k.shape)}"
-            )
-        center = _checks.real_number("center", center)
-        length = q.shape[-2]
-        batch = q.shape[0] if q.dim() >= 3 else None
-        compute = _runtime.work_device(q.device)
-        at = resolve(
-            length, offset=offset, positions=positions, batch=batch, device=None, fractional=True
+        return self._rope.rotate_queries_and_keys(
+            q, k, offset=offset, positions=positions, center=center
         )
-        angles = at.tensor(compute).to(_F64).unsqueeze(-1) * self.frequencies.to(compute)
-        cos, sin = torch.cos(angles), torch.sin(angles)
-        out = []
-        for x, sign in ((q, 1.0), (k, -1.0)):
-            table = _F64 if x.dtype == _F64 else torch.float32  # the tables' dtype
-            scale = self._power_scale(at, center, compute, x.dtype)
-            if sign < 0:
-                scale = scale.reciprocal()
-            c = round_once(cos * scale, table).to(x.device)
-            s = round_once(sin * scale, table).to(x.device)
-            if c.dim() == 3 and x.dim() > 3:  # per sequence: broadcast over the heads
-                c = c.view(c.shape[0], *(1,) * (x.dim() - 3), *c.shape[1:])
-                s = s.view(c.shape)
-            out.append(apply_rotary(x, c, s, layout=self.layout))
-        return out[0], out[1]
-
-    def _input(self, name: str, x: object) -> Tensor:
-        x = _checks.floating_tensor(name, x)
-        if x.dim() < 2:
-            raise ValueError(
-                f"{name} must have shape (..., L, head_dim), with the sequence on dim -2, got "
-                f"{x.dim()}-D shape {tuple(x.shape)}"
-            )
-        _checks.last_dim(x, self.head_dim, name, "head_dim")
-        return x

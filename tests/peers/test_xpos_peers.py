@@ -4,26 +4,43 @@ rotary-embedding-torch pairs features ``2k`` and ``2k + 1`` (posenc's
 ``layout="interleaved"``) and takes the scales' power from the middle of each call's
 sequence, ``len // 2``; posenc takes it from ``center``. Given the same center, the
 rotated and scaled queries and keys are the same, up to the peer's float32
-frequencies and ζ (it builds them in float32, then casts).
+frequencies and ζ (it builds them in float32, then casts). Both spellings are checked:
+``XPos`` and ``RotaryEmbedding(xpos_scale_base=...).rotate_queries_and_keys``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import torch
+from torch import Tensor
 
 from posenc import RotaryEmbedding, XPos
 
+SPELLINGS = ["XPos", "RotaryEmbedding"]
 
+
+def _ours(spelling: str, dim: int, scale_base: float) -> Callable[..., tuple[Tensor, Tensor]]:
+    """posenc's xPos of the interleaved pairs, as a call ``(q, k, **kw) -> (q, k)``."""
+    if spelling == "XPos":
+        return XPos(dim, scale_base=scale_base, layout="interleaved")
+    rope = RotaryEmbedding(dim, layout="interleaved", xpos_scale_base=scale_base)
+    return rope.rotate_queries_and_keys
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
 @pytest.mark.parametrize(
     ("dim", "length", "scale_base"), [(16, 48, 16.0), (32, 33, 8.0), (8, 64, 512.0)]
 )
-def test_xpos_is_rotary_embedding_torch_use_xpos(dim: int, length: int, scale_base: float) -> None:
+def test_xpos_is_rotary_embedding_torch_use_xpos(
+    dim: int, length: int, scale_base: float, spelling: str
+) -> None:
     from rotary_embedding_torch import RotaryEmbedding as PeerRotary
 
     torch.manual_seed(dim + length)
     peer = PeerRotary(dim, use_xpos=True, xpos_scale_base=scale_base, cache_if_possible=False)
-    ours = XPos(dim, scale_base=scale_base, layout="interleaved")
+    ours = _ours(spelling, dim, scale_base)
     q = torch.randn(2, 3, length, dim, dtype=torch.float64)
     k = torch.randn(2, 3, length, dim, dtype=torch.float64)
     want_q, want_k = peer.double().rotate_queries_and_keys(q, k)
@@ -37,13 +54,14 @@ def test_xpos_is_rotary_embedding_torch_use_xpos(dim: int, length: int, scale_ba
         assert (plain - want_q).abs().max() > 0.1
 
 
-def test_xpos_is_the_peers_decoding_with_cached_keys() -> None:
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_xpos_is_the_peers_decoding_with_cached_keys(spelling: str) -> None:
     from rotary_embedding_torch import RotaryEmbedding as PeerRotary
 
     torch.manual_seed(0)
     dim, cached, new = 16, 20, 3
     peer = PeerRotary(dim, use_xpos=True, xpos_scale_base=4.0, cache_if_possible=False).double()
-    ours = XPos(dim, scale_base=4.0, layout="interleaved")
+    ours = _ours(spelling, dim, 4.0)
     q = torch.randn(1, 2, new, dim, dtype=torch.float64)
     k = torch.randn(1, 2, cached + new, dim, dtype=torch.float64)
     want_q, want_k = peer.rotate_queries_with_cached_keys(q, k)
