@@ -103,15 +103,20 @@ def test_one_config_at_a_time(tmp_path: Path) -> None:
 
 
 def test_status_says_pending_without_runs_and_counts_them_with() -> None:
-    pending = task_results.status([])
+    pending, counts = task_results.status([])
     assert pending.startswith("The runs are pending")
     wanted = len(tasks.TASKS) * len(tasks.SCHEMES) * len(tasks.SEEDS)
     assert f"({wanted} runs" in pending
-    saved = task_results.status(RUNS)
-    assert saved.startswith(f"{len(RUNS)} of the set's {wanted} runs are saved")
+    assert counts == ""
+    saved, counts = task_results.status(RUNS)
+    assert saved.startswith(f"Part of the set's {wanted} runs is saved")
     assert "the harness's config" in saved
+    seeds = sorted({r["seed"] for r in RUNS})
+    assert counts == f"{len(RUNS)} / {wanted}; {', '.join(map(str, seeds))}"
+    # The sentence is the page's message: it must not change as more runs are saved.
+    assert task_results.status(RUNS[:1])[0] == saved
     short = [_run("copy", "rope", 0, _acc(1, 1, 1), steps=300)]
-    assert "another" in task_results.status(short)
+    assert "another" in task_results.status(short)[0]
 
 
 PAGE = """\

@@ -203,8 +203,9 @@ def check(runs: list[dict[str, Any]], claim: str) -> None:
         raise ExtensionError(f"task-check: the saved runs contradict {claim!r}: {figures}")
 
 
-def status(runs: list[dict[str, Any]]) -> str:
-    """One sentence on how much of the set is saved."""
+def status(runs: list[dict[str, Any]]) -> tuple[str, str]:
+    """How much of the set is saved: a sentence that stays the same as runs are saved (a
+    message of the page, translated), and the counts (numbers only, or '' when none is)."""
     tasks = harness()
     wanted = len(tasks.TASKS) * len(tasks.SCHEMES) * len(tasks.SEEDS)
     if not runs:
@@ -212,7 +213,8 @@ def status(runs: list[dict[str, Any]]) -> str:
             f"The runs are pending: no run of the set ({wanted} runs: "
             f"{len(tasks.TASKS)} tasks, {len(tasks.SCHEMES)} schemes, "
             f"{len(tasks.SEEDS)} seeds) is saved yet, so this page shows no result and "
-            f"marks no finding; nox -s tasks builds the set (hours, resumable)."
+            f"marks no finding; nox -s tasks builds the set (hours, resumable).",
+            "",
         )
     default = json.dumps(
         {
@@ -225,9 +227,10 @@ def status(runs: list[dict[str, Any]]) -> str:
     which = "the harness's" if _size(runs[0]) == default else "another (a short run's)"
     seeds = sorted({r["seed"] for r in runs})
     return (
-        f"{len(runs)} of the set's {wanted} runs are saved, with {which} config; seeds "
-        f"{', '.join(map(str, seeds))}. A finding with fewer than {MIN_SEEDS} seeds of "
-        f"either scheme stays pending."
+        f"Part of the set's {wanted} runs is saved (below: the runs saved / the set; the "
+        f"seeds), with {which} config. A finding with fewer than {MIN_SEEDS} seeds of "
+        f"either scheme stays pending.",
+        f"{len(runs)} / {wanted}; {', '.join(map(str, seeds))}",
     )
 
 
@@ -249,25 +252,46 @@ def _runs(env: Any) -> list[dict[str, Any]]:
     return load(folder)
 
 
-def _cell(*lines: str) -> nodes.entry:
+Where = tuple[str, int]  # the page (source file) and line a directive stands on
+
+
+def _words(node: nodes.TextElement, where: Where | None) -> nodes.TextElement:
+    """``node``'s text made a message of its page (Korean and Japanese translate it).
+
+    Sphinx translates a text node only when it knows the node's source; numbers and
+    ranges are left as they are. Without ``where`` (a test) the node is left alone.
+    """
+    if where is not None:
+        node.rawsource = node.astext()
+        node.source, node.line = where
+    return node
+
+
+def _cell(*lines: str, where: Where | None = None) -> nodes.entry:
     entry = nodes.entry()
     for i, line in enumerate(lines):
         para = nodes.paragraph()
         para += nodes.inline(line, line, classes=["bench-range"]) if i else nodes.Text(line)
-        entry += para
+        entry += _words(para, where)
     return entry
 
 
-def _table(heads: list[str], widths: list[int], rows: list[list[nodes.entry]], title: str):
+def _table(
+    heads: list[str],
+    widths: list[int],
+    rows: list[list[nodes.entry]],
+    title: str,
+    where: Where | None = None,
+) -> nodes.table:
     out = nodes.table(classes=["bench-table"])
-    out += nodes.title(title, title)
+    out += _words(nodes.title(title, title), where)
     group = nodes.tgroup(cols=len(heads))
     out += group
     for width in widths:
         group += nodes.colspec(colwidth=width)
     thead, row = nodes.thead(), nodes.row()
     for head in heads:
-        row += _cell(head)
+        row += _cell(head, where=where)
     thead += row
     group += thead
     body = nodes.tbody()
@@ -280,7 +304,9 @@ def _table(heads: list[str], widths: list[int], rows: list[list[nodes.entry]], t
     return out
 
 
-def accuracy_table(runs: list[dict[str, Any]], task: str, key: str) -> nodes.table | None:
+def accuracy_table(
+    runs: list[dict[str, Any]], task: str, key: str, where: Where | None = None
+) -> nodes.table | None:
     """The task's table, or None while it has no run."""
     mine = [r for r in runs if r["task"] == task]
     if not mine:
@@ -289,11 +315,14 @@ def accuracy_table(runs: list[dict[str, Any]], task: str, key: str) -> nodes.tab
     order = [s for s in LABELS if any(r["scheme"] == s for r in mine)]
     rows = []
     for scheme in order:
-        cells = [_cell(LABELS[scheme]), _cell(str(len(values(runs, scheme, task, "1"))))]
+        cells = [
+            _cell(LABELS[scheme], where=where),
+            _cell(str(len(values(runs, scheme, task, "1")))),
+        ]
         for m in MULTIPLES:
             found = values(runs, scheme, task, m, key)
             if None in found:
-                cells.append(_cell("n/a", "refused"))
+                cells.append(_cell("n/a", "refused", where=where))
                 continue
             low, high = interval([float(v) for v in found])  # type: ignore[arg-type]
             mean = statistics.fmean(found)  # type: ignore[arg-type]
@@ -302,10 +331,12 @@ def accuracy_table(runs: list[dict[str, Any]], task: str, key: str) -> nodes.tab
     what = "exact-match" if key == "exact" else "per-token"
     heads = ["scheme", "seeds", *(f"{m}× ({int(m) * n})" for m in MULTIPLES)]
     title = f"{task}: {what} accuracy, the seeds' mean and 95% bootstrap interval"
-    return _table(heads, [30, 6, 12, 12, 12], rows, title)
+    return _table(heads, [30, 6, 12, 12, 12], rows, title, where)
 
 
-def findings_table(runs: list[dict[str, Any]], lines: list[str]) -> nodes.table:
+def findings_table(
+    runs: list[dict[str, Any]], lines: list[str], where: Where | None = None
+) -> nodes.table:
     rows = []
     for line in lines:
         parts = [part.strip() for part in line.split("|")]
@@ -314,18 +345,27 @@ def findings_table(runs: list[dict[str, Any]], lines: list[str]) -> nodes.table:
         paper, claim, words = parts
         found, figures = verdict(runs, claim)
         _, first, second, task, multiple = claim.split()
-        where = f"{LABELS[first]} over {LABELS[second]}, {task} at {multiple}×"
-        rows.append([_cell(paper), _cell(words, where), _cell(found), _cell(figures)])
+        tested = f"{LABELS[first]} over {LABELS[second]}, {task} at {multiple}×"
+        rows.append(
+            [
+                _cell(paper, where=where),
+                _cell(words, tested, where=where),
+                _cell(found, where=where),
+                _cell(figures, where=where),
+            ]
+        )
     heads = ["paper", "finding, and where this run tests it", "this run", "figures"]
     title = "The papers' findings and this run's verdicts, computed from the saved runs"
-    return _table(heads, [18, 40, 14, 28], rows, title)
+    return _table(heads, [18, 40, 14, 28], rows, title, where)
 
 
 class TaskStatus(SphinxDirective):
     def run(self) -> list[nodes.Node]:
-        text = status(_runs(self.env))
+        sentence, counts = status(_runs(self.env))
         note = nodes.note()
-        note += nodes.paragraph(text, text)
+        note += _words(nodes.paragraph(sentence, sentence), self.get_source_info())
+        if counts:
+            note += nodes.paragraph(counts, counts)
         return [note]
 
 
@@ -338,7 +378,7 @@ class TaskTable(SphinxDirective):
         if task not in harness().TASKS:
             raise ExtensionError(f"task-table: unknown task {task!r}")
         key = "exact" if "exact" in self.options else "accuracy"
-        table = accuracy_table(_runs(self.env), task, key)
+        table = accuracy_table(_runs(self.env), task, key, self.get_source_info())
         return [] if table is None else [table]
 
 
@@ -347,7 +387,7 @@ class TaskFindings(SphinxDirective):
 
     def run(self) -> list[nodes.Node]:
         lines = [line for line in self.content if line.strip()]
-        return [findings_table(_runs(self.env), lines)]
+        return [findings_table(_runs(self.env), lines, self.get_source_info())]
 
 
 class TaskCheck(SphinxDirective):
