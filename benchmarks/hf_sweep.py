@@ -12,6 +12,8 @@ encoder-decoder's decoder the same tokens). Then, in each row:
 
 - ``family``, ``model`` (the class), ``rotary``: whether the family's code (or the built
   model) has a rotary; the causal LMs without one are rows with ``reason`` "no rotary";
+- ``part``, where the whole model fails on text tokens alone (it needs pixels, audio
+  features, a decoder's codes): its language model (:func:`text_part`), measured instead;
 - ``covered``: whether :func:`posenc.hf.patch_rotary` patches it (by a record or by
   the generic rule of transformers' standard rotary contract) and it was measured,
   else ``reason``;
@@ -143,6 +145,9 @@ OWN: dict[str, dict[str, Any]] = {
     "molmo2": {"adapter_config": {"vision_feature_layer": [1, 0]}},
     "granite4_vision": {"deepstack_layer_map": [[1, 0]], "downsample_rate": "1/2"},
     "step3p7": {"text_config": {"sliding_window": 16}},
+    "mistral4": {"head_dim": 16},  # qk_nope_head_dim + qk_rope_head_dim, half of it rotated
+    "diffusion_gemma": {"text_config": {"top_k_experts": 2}},
+    "t5gemma2": {"decoder_start_token_id": VOCAB - 2},
     "glm5_next": {"qk_rope_head_dim": 0, "qk_nope_head_dim": 16},  # its DSA layers: no rope
     "kyutai_speech_to_text": {
         "num_codebooks": 2,
@@ -404,6 +409,23 @@ def rotary_code(family: str) -> list[str]:
     return sorted(set(found))
 
 
+#: The names of a multimodal model's language model, measured where the whole model needs
+#: more than text (pixels, audio features, a codec's codes).
+_TEXT_PARTS = ("language_model", "text_model", "thinker", "decoder", "backbone")
+
+
+def text_part(model: torch.nn.Module) -> str | None:
+    """The name of the shallowest language model inside ``model`` (None: there is none): a
+    part of one of the names above that is a model, with a config of its own."""
+    found = [
+        name
+        for name, module in model.named_modules()
+        if name.rpartition(".")[2] in _TEXT_PARTS
+        and hasattr(getattr(module, "config", None), "to_dict")
+    ]
+    return min(found, key=lambda name: name.count("."), default=None)
+
+
 def _has_rotary(model: torch.nn.Module) -> bool:
     """Whether a built model holds a rotary module (its class's name, or an inv_freq buffer)."""
     for module in model.modules():
@@ -451,11 +473,21 @@ def measure(model_type: str) -> dict[str, Any]:
         row["reason"] = "no rotary"
         return row
     ids = inputs(model)
+    part = None
     try:
         logits(model, ids[:, :4], 0, torch.float32)
     except Exception as error:  # transformers' own model, unpatched, on token ids
-        row["reason"] = f"the unpatched model fails: {type(error).__name__}: {str(error)[:200]}"
-        return row
+        part = text_part(model)
+        try:
+            if part is None:
+                raise error
+            logits(model.get_submodule(part), ids[:, :4], 0, torch.float32)
+        except Exception:
+            why = f"{type(error).__name__}: {str(error)[:200]}"
+            row["reason"] = f"the unpatched model fails: {why}"
+            return row
+        row["part"] = part  # a model that needs more than text: its language model, measured
+        model = model.get_submodule(part)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -472,7 +504,7 @@ def measure(model_type: str) -> dict[str, Any]:
         )
         row["generate_equal"] = None  # a model that does not generate (an encoder)
         generates = found is not None and found[1].__name__ in _GENERATORS
-        if generates and model.can_generate():
+        if generates and getattr(model, "can_generate", bool)():
             settings = {"max_new_tokens": 12, "do_sample": False, "use_cache": True}
             with torch.no_grad():
                 theirs = model.generate(ids[:1, :8], **settings)
@@ -484,6 +516,8 @@ def measure(model_type: str) -> dict[str, Any]:
             "posenc": err(logits(mine, ids, 4096 - LENGTH, torch.float32), exact_4096),
         }
         model = build(model_type, sharp=True)
+        if part is not None:
+            model = model.get_submodule(part)
         mine = patch_rotary(copy.deepcopy(model))
         exact = logits(mine, ids, FAR, torch.float64)
         row["error_1e6"] = {

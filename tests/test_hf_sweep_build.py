@@ -71,3 +71,25 @@ def test_a_size_is_set_in_the_part_it_names() -> None:
     given["plain"] = {"hidden_size": 1}
     assert not sweep._set_size(given, "plain.hidden_size", 64)
     assert given["plain"] == {"hidden_size": 1}
+
+
+def test_the_text_part_is_the_shallowest_language_model() -> None:
+    import torch
+
+    sweep = _sweep()
+
+    def model() -> torch.nn.Module:
+        module = torch.nn.Linear(2, 2)
+        module.config = _Part(model_type="llama")  # what a transformers model has: a config
+        return module
+
+    outer = torch.nn.Module()
+    outer.decoder = torch.nn.Linear(2, 2)  # a part of that name that is no model: passed over
+    outer.model = torch.nn.Module()
+    outer.model.vision = torch.nn.Module()
+    outer.model.vision.language_model = model()  # deeper: passed over
+    outer.model.projector = model()  # a model of another name: passed over
+    assert sweep.text_part(outer) == "model.vision.language_model"
+    outer.model.language_model = model()
+    assert sweep.text_part(outer) == "model.language_model"
+    assert sweep.text_part(torch.nn.Linear(2, 2)) is None
