@@ -21,7 +21,7 @@ encoder-decoder's decoder the same tokens). Then, in each row:
   hidden states) between the patched and the unpatched model, at positions 0-23 and
   4072-4095;
 - ``generate_equal``: greedy ``generate()`` with a cache gives the same 12 tokens (None:
-  a model that does not generate);
+  a model that does not generate, or a part measured);
 - ``error_4096``: the float32 error at positions 4072-4095 against the patched model in
   float64, unpatched (``hf``) and patched (``posenc``): where ``logits_max_diff`` passes
   1e-5, it shows whose error it is;
@@ -145,6 +145,8 @@ OWN: dict[str, dict[str, Any]] = {
     "molmo2": {"adapter_config": {"vision_feature_layer": [1, 0]}},
     "granite4_vision": {"deepstack_layer_map": [[1, 0]], "downsample_rate": "1/2"},
     "step3p7": {"text_config": {"sliding_window": 16}},
+    "moonshine": {"partial_rotary_factor": 0.5},  # its default 0.9 rotates 14.4 features
+    "unlimited_ocr": {"text_config": {"num_key_value_heads": 4}},  # it repeats no keys
     "mistral4": {"head_dim": 16},  # qk_nope_head_dim + qk_rope_head_dim, half of it rotated
     "diffusion_gemma": {"text_config": {"top_k_experts": 2}},
     "t5gemma2": {"decoder_start_token_id": VOCAB - 2},
@@ -503,7 +505,7 @@ def measure(model_type: str) -> dict[str, Any]:
             for s in (0, 4096 - LENGTH)
         )
         row["generate_equal"] = None  # a model that does not generate (an encoder)
-        generates = found is not None and found[1].__name__ in _GENERATORS
+        generates = part is None and found is not None and found[1].__name__ in _GENERATORS
         if generates and getattr(model, "can_generate", bool)():
             settings = {"max_new_tokens": 12, "do_sample": False, "use_cache": True}
             with torch.no_grad():
