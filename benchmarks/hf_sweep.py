@@ -147,7 +147,14 @@ OWN: dict[str, dict[str, Any]] = {
     "step3p7": {"text_config": {"sliding_window": 16}},
     "moonshine": {"partial_rotary_factor": 0.5},  # its default 0.9 rotates 14.4 features
     "unlimited_ocr": {"text_config": {"num_key_value_heads": 4}},  # it repeats no keys
-    "mistral4": {"head_dim": 16},  # qk_nope_head_dim + qk_rope_head_dim, half of it rotated
+    "mistral4": {"head_dim": 16},
+    "moonshine_streaming": {"num_key_value_heads": 2},  # read by the model, no field
+    "qwen3_omni_moe": {  # what the talker reads and its config classes have no field for
+        "talker_config": {
+            "spatial_merge_size": 2,
+            "text_config": {"shared_expert_intermediate_size": 32},
+        }
+    },  # qk_nope_head_dim + qk_rope_head_dim, half of it rotated
     "diffusion_gemma": {"text_config": {"top_k_experts": 2}},
     "t5gemma2": {"decoder_start_token_id": VOCAB - 2},
     "glm5_next": {"qk_rope_head_dim": 0, "qk_nope_head_dim": 16},  # its DSA layers: no rope
