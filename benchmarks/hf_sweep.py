@@ -6,11 +6,14 @@ defines a rotary class or calls a rotary function, one model type: its multimoda
 (``...ForConditionalGeneration``), else its base model. A tiny model is built from its
 config class (2 layers, width 64, 4 heads of 16, the sizes below where the class has
 them; a composite config's text, vision and audio parts each so, what a class's
-validation refuses mended), seeded, float32, eager attention, offline, and fed text
-tokens only. Then, in each row:
+validation refuses mended: a part's width another part must equal, the settings in
+``OWN``), seeded, float32, eager attention, offline, and fed text tokens only (an
+encoder-decoder's decoder the same tokens). Then, in each row:
 
 - ``family``, ``model`` (the class), ``rotary``: whether the family's code (or the built
   model) has a rotary; the causal LMs without one are rows with ``reason`` "no rotary";
+- ``part``, where the whole model fails on text tokens alone (it needs pixels, audio
+  features, a decoder's codes): its language model (:func:`text_part`), measured instead;
 - ``covered``: whether :func:`posenc.hf.patch_rotary` patches it (by a record or by
   the generic rule of transformers' standard rotary contract) and it was measured,
   else ``reason``;
@@ -18,7 +21,7 @@ tokens only. Then, in each row:
   hidden states) between the patched and the unpatched model, at positions 0-23 and
   4072-4095;
 - ``generate_equal``: greedy ``generate()`` with a cache gives the same 12 tokens (None:
-  a model that does not generate);
+  a model that does not generate, or a part measured);
 - ``error_4096``: the float32 error at positions 4072-4095 against the patched model in
   float64, unpatched (``hf``) and patched (``posenc``): where ``logits_max_diff`` passes
   1e-5, it shows whose error it is;
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import inspect
 import json
 import os
 import platform
@@ -97,6 +101,7 @@ TINY: dict[str, Any] = {
     "linear_key_head_dim": 16,
     "linear_value_head_dim": 16,
     "rotary_dim": 8,
+    "upsample_groups": 64,  # Mimi's codec: a grouped convolution of the width
     "bos_token_id": None,
     "eos_token_id": None,
     "pad_token_id": VOCAB - 1,  # some models need one (T5Gemma, Gemma 4); inputs avoid it
@@ -123,13 +128,72 @@ OWN: dict[str, dict[str, Any]] = {
     },
     "bamba": {"attn_layer_indices": [1]},  # the attention layer, whose rotary is swept
     "bailing_hybrid": {"num_hidden_layers": 6},  # its sixth layer attends
-    "qwen4_exp_text": {"num_hidden_layers": 4},
     "jamba": {"attn_layer_period": 2, "attn_layer_offset": 1},
     "granitemoehybrid": {"layer_types": ["mamba", "attention"], "position_embedding_type": "rope"},
     "glm4v_moe": {"mrope_section": [1, 1, 2]},  # its sections count the 4 rotated pairs
     "gptj": {"n_positions": FAR + LENGTH},  # its table of positions is precomputed
     "mimo_v2_flash": {"head_dim": 48},  # a third of it rotated: 16 features, even
+    # Dbrx's attention reads a base its config class has no field for
+    "dbrx": {"attn_config": {"rope_theta": 500000.0, "clip_qkv": 8.0}},
+    "lfm2_moe": {"layer_types": ["conv", "full_attention"]},
+    "deepseek_ocr2": {"text_config": {"mlp_layer_types": ["dense", "sparse"]}},
+    "hy_v4_vl": {"mrope_section": [1, 1, 2]},  # summing to qk_rope_head_dim // 2
+    "ernie4_5_vl_moe": {  # experts of text and of vision; sections of height and width equal
+        "text_config": {"moe_intermediate_size": [32, 32], "mrope_section": [3, 3, 2]}
+    },
+    "gemma3n_text": {"num_kv_shared_layers": 0},
+    "molmo2": {"adapter_config": {"vision_feature_layer": [1, 0]}},
+    "granite4_vision": {"deepstack_layer_map": [[1, 0]], "downsample_rate": "1/2"},
+    "step3p7": {"text_config": {"sliding_window": 16}},
+    "moonshine": {"partial_rotary_factor": 0.5},  # its default 0.9 rotates 14.4 features
+    "unlimited_ocr": {"text_config": {"num_key_value_heads": 4}},  # it repeats no keys
+    "mistral4": {"head_dim": 16},
+    "moonshine_streaming": {"num_key_value_heads": 2},  # read by the model, no field
+    "qwen3_omni_moe": {  # what the talker reads and its config classes have no field for
+        "talker_config": {
+            "spatial_merge_size": 2,
+            "text_config": {"shared_expert_intermediate_size": 32},
+        }
+    },  # qk_nope_head_dim + qk_rope_head_dim, half of it rotated
+    "diffusion_gemma": {"text_config": {"top_k_experts": 2}},
+    "t5gemma2": {"decoder_start_token_id": VOCAB - 2},
+    "glm5_next": {"qk_rope_head_dim": 0, "qk_nope_head_dim": 16},  # its DSA layers: no rope
+    "kyutai_speech_to_text": {
+        "num_codebooks": 2,
+        "codebook_vocab_size": 16,
+        "audio_pad_token_id": VOCAB + 2 * 16,
+    },
+    "nemo_speechlm": {"word_timestamp_config": {"blank_token_id": VOCAB - 2}},
+    "qwen4_exp_text": {
+        "num_hidden_layers": 4,
+        "indexer_n_heads": 2,
+        "indexer_kv_heads": 1,
+        "indexer_head_dim": 16,
+        "indexer_budget": 8,
+        "indexer_compress_ratio": 4,
+    },
+    "cohere_compass_text": {
+        "rope_parameters": {"full_attention": {"rope_type": "default", "rope_theta": 10000.0}}
+    },
 }
+
+#: A class's validation naming two sizes that must agree ("`a.b` (768) must equal `c` (64)").
+_MUST_EQUAL = re.compile(
+    r"`?([\w.]+)`? \((\d+)\) must (?:equal|match) (?:the backbone )?`?([\w.]+)`? \((\d+)\)"
+)
+
+
+def _set_size(given: dict[str, Any], path: str, value: int) -> bool:
+    """Set ``path`` ("field" or "sub_config.field") in the kwargs of a config; False: no such."""
+    head, _, field = path.rpartition(".")
+    if not head:
+        given[field] = value
+        return True
+    sub = given.get(head)
+    if sub is None or not hasattr(sub, "to_dict"):
+        return False
+    setattr(sub, field, value)
+    return True
 
 
 def _has(config: Any, key: str) -> bool:
@@ -166,19 +230,20 @@ def _tiny(cls: type, own: dict[str, Any]) -> Any:
         if _has(default, "head_dim") and _settable(cls, "head_dim"):
             given["head_dim"] = TINY["qk_rope_head_dim"]
         given["num_key_value_heads"] = given.get("num_attention_heads", 4)
-    for key in getattr(default, "sub_configs", None) or {}:
+    subs = getattr(default, "sub_configs", None) or {}
+    flat = {k: v for k, v in own.items() if k not in subs}  # a dict of a sub-config's: its own
+    for key in subs:
         sub = getattr(default, key, None)
         if sub is not None and hasattr(sub, "to_dict"):  # a vision or audio part: tiny too
-            flat = {k: v for k, v in own.items() if not isinstance(v, dict)}
             given[key] = _tiny(type(sub), own.get(key, flat if key == "text_config" else {}))
     section = own.get("mrope_section", [2, 3, 3])  # the tiny head's 8 pairs
-    given.update({k: v for k, v in own.items() if not isinstance(v, dict)})
+    given.update(flat)
     given.pop("mrope_section", None)
     params = getattr(default, "rope_parameters", None)
     if isinstance(params, dict) and "mrope_section" in params and "head_dim" not in own:
         given["rope_parameters"] = {**params, "mrope_section": section}
     config = None
-    for _ in range(5):  # what the class's validation refuses, mended one at a time
+    for _ in range(8):  # what the class's validation refuses, mended one at a time
         try:
             config = cls(**given)
             break
@@ -190,6 +255,10 @@ def _tiny(cls: type, own: dict[str, Any]) -> Any:
                 given["num_key_value_heads"] = given.get("num_attention_heads", 4)
             elif "num_experts_per_tok" in message:  # ZAYA: one expert a token
                 given["num_experts_per_tok"] = 1
+            elif (match := _MUST_EQUAL.search(message)) and _set_size(
+                given, match[1], int(match[4])
+            ):  # a part's width given to another (a projector's, a flow head's)
+                pass
             elif any(k in given for k in _DEPTHS):  # a layer pattern of its own length
                 for key in _DEPTHS:
                     given.pop(key, None)
@@ -298,8 +367,14 @@ def logits(model: torch.nn.Module, ids: torch.Tensor, start: int, dtype: torch.d
     """The model's logits (a base model's last hidden states) at positions ``start + i``."""
     model = copy.deepcopy(model).to(dtype)
     positions = torch.arange(ids.shape[-1]).expand(ids.shape[0], -1) + start
+    given = {"input_ids": ids, "position_ids": positions}
+    names = inspect.signature(model.forward).parameters
+    if "decoder_input_ids" in names:  # an encoder-decoder: the decoder reads the same tokens
+        given["decoder_input_ids"] = ids
+        if "decoder_position_ids" in names:
+            given["decoder_position_ids"] = positions
     with torch.no_grad():
-        out = model(input_ids=ids, position_ids=positions)
+        out = model(**given)
     found = getattr(out, "logits", None)
     if found is None:
         found = getattr(out, "last_hidden_state", None)
@@ -341,6 +416,23 @@ def rotary_code(family: str) -> list[str]:
             if text.count(f"{name}(") > 1
         ]
     return sorted(set(found))
+
+
+#: The names of a multimodal model's language model, measured where the whole model needs
+#: more than text (pixels, audio features, a codec's codes).
+_TEXT_PARTS = ("language_model", "text_model", "thinker", "decoder", "backbone")
+
+
+def text_part(model: torch.nn.Module) -> str | None:
+    """The name of the shallowest language model inside ``model`` (None: there is none): a
+    part of one of the names above that is a model, with a config of its own."""
+    found = [
+        name
+        for name, module in model.named_modules()
+        if name.rpartition(".")[2] in _TEXT_PARTS
+        and hasattr(getattr(module, "config", None), "to_dict")
+    ]
+    return min(found, key=lambda name: name.count("."), default=None)
 
 
 def _has_rotary(model: torch.nn.Module) -> bool:
@@ -390,11 +482,21 @@ def measure(model_type: str) -> dict[str, Any]:
         row["reason"] = "no rotary"
         return row
     ids = inputs(model)
+    part = None
     try:
         logits(model, ids[:, :4], 0, torch.float32)
     except Exception as error:  # transformers' own model, unpatched, on token ids
-        row["reason"] = f"the unpatched model fails: {type(error).__name__}: {str(error)[:200]}"
-        return row
+        part = text_part(model)
+        try:
+            if part is None:
+                raise error
+            logits(model.get_submodule(part), ids[:, :4], 0, torch.float32)
+        except Exception:
+            why = f"{type(error).__name__}: {str(error)[:200]}"
+            row["reason"] = f"the unpatched model fails: {why}"
+            return row
+        row["part"] = part  # a model that needs more than text: its language model, measured
+        model = model.get_submodule(part)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
@@ -410,8 +512,8 @@ def measure(model_type: str) -> dict[str, Any]:
             for s in (0, 4096 - LENGTH)
         )
         row["generate_equal"] = None  # a model that does not generate (an encoder)
-        generates = found is not None and found[1].__name__ in _GENERATORS
-        if generates and model.can_generate():
+        generates = part is None and found is not None and found[1].__name__ in _GENERATORS
+        if generates and getattr(model, "can_generate", bool)():
             settings = {"max_new_tokens": 12, "do_sample": False, "use_cache": True}
             with torch.no_grad():
                 theirs = model.generate(ids[:1, :8], **settings)
@@ -423,6 +525,8 @@ def measure(model_type: str) -> dict[str, Any]:
             "posenc": err(logits(mine, ids, 4096 - LENGTH, torch.float32), exact_4096),
         }
         model = build(model_type, sharp=True)
+        if part is not None:
+            model = model.get_submodule(part)
         mine = patch_rotary(copy.deepcopy(model))
         exact = logits(mine, ids, FAR, torch.float64)
         row["error_1e6"] = {
