@@ -35,7 +35,7 @@ def _cell(text: str) -> str:
 
 
 def _table(title: str, heads: list[str], rows: list[list[str]], widths: str) -> list[str]:
-    lines = [f".. list-table:: {title}", "   :header-rows: 1", f"   :widths: {widths}", ""]
+    lines = [f".. list-table:: {title}", "   :header-rows: 1", "   :widths: auto", ""]
     for row in [heads, *rows]:
         lines.append(f"   * - {row[0]}")
         lines += [f"     - {cell}" for cell in row[1:]]

@@ -524,9 +524,12 @@ def _show(value: Any) -> str:
 # -- the directives and roles -----------------------------------------------------------------
 class TrainStatus(SphinxDirective):
     def run(self) -> list[nodes.Node]:
+        # The note holds the sentence; the counts' table stands after it, at the page's
+        # width (inside a note it is wider than the note on a phone).
+        sentence, *rest = status_nodes(_load(self.env), self.get_source_info())
         note = nodes.note()
-        note += status_nodes(_load(self.env), self.get_source_info())
-        return [note]
+        note += sentence
+        return [note, *rest]
 
 
 class TrainTable(SphinxDirective):
