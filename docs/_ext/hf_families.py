@@ -35,7 +35,13 @@ def _cell(text: str) -> str:
 
 
 def _table(title: str, heads: list[str], rows: list[list[str]], widths: str) -> list[str]:
-    lines = [f".. list-table:: {title}", "   :header-rows: 1", "   :widths: auto", ""]
+    lines = [
+        f".. list-table:: {title}",
+        "   :header-rows: 1",
+        "   :widths: auto",
+        "   :class: hf-families",
+        "",
+    ]
     for row in [heads, *rows]:
         lines.append(f"   * - {row[0]}")
         lines += [f"     - {cell}" for cell in row[1:]]
