@@ -57,6 +57,17 @@ class FrequencySource(Protocol):
         ...
 
 
+def _cos_sin_float64(
+    positions: Tensor, freqs: Tensor, factor: float, *, paired: bool = False
+) -> tuple[Tensor, Tensor]:
+    """``factor · cos`` and ``factor · sin`` of ``positions × freqs`` in float64, unrounded."""
+    angles = positions.to(_F64) * freqs if paired else positions.to(_F64).unsqueeze(-1) * freqs
+    cos, sin = torch.cos(angles), torch.sin(angles)
+    if factor != 1.0:
+        cos, sin = cos * factor, sin * factor
+    return cos, sin
+
+
 def _cos_sin(
     positions: Tensor, freqs: Tensor, factor: float, dtype: torch.dtype, *, paired: bool = False
 ) -> tuple[Tensor, Tensor]:
@@ -68,10 +79,7 @@ def _cos_sin(
     """
 
     def tables(pos: Tensor) -> tuple[Tensor, Tensor]:
-        angles = pos.to(_F64) * freqs if paired else pos.to(_F64).unsqueeze(-1) * freqs
-        cos, sin = torch.cos(angles), torch.sin(angles)
-        if factor != 1.0:
-            cos, sin = cos * factor, sin * factor
+        cos, sin = _cos_sin_float64(pos, freqs, factor, paired=paired)
         return round_once(cos, dtype), round_once(sin, dtype)
 
     pairs = freqs.shape[-1]
@@ -360,16 +368,12 @@ class XPosScales:
         """
         compute = _runtime.work_device(devices[0])
         freqs = self.ladder.frequencies(at, compute)
-        angles = at.tensor(compute).to(_F64).unsqueeze(-1) * freqs
-        cos, sin = torch.cos(angles), torch.sin(angles)
-        if self.ladder.factor != 1.0:
-            cos, sin = cos * self.ladder.factor, sin * self.ladder.factor
+        cos, sin = _cos_sin_float64(at.tensor(compute), freqs, self.ladder.factor)
+        self.check_range(at, center, dtypes[0])  # the queries' side first, then the keys'
+        scale = self.power(at, center, compute, dtypes[1])  # one power: the keys' is 1 / it
         out = []
-        for dtype, device, key in zip(dtypes, devices, (False, True), strict=True):
+        for dtype, device, side in zip(dtypes, devices, (scale, scale.reciprocal()), strict=True):
             table = _F64 if dtype == _F64 else torch.float32  # the tables' dtype
-            scale = self.power(at, center, compute, dtype)
-            if key:
-                scale = scale.reciprocal()
-            c, s = round_once(cos * scale, table), round_once(sin * scale, table)
+            c, s = round_once(cos * side, table), round_once(sin * side, table)
             out.append((c.to(device), s.to(device)))
         return out
