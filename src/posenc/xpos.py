@@ -129,8 +129,9 @@ class XPos(nn.Module):
             self.head_dim, base=self.base, layout=self.layout, max_len=1, xpos_scale_base=gamma
         )
         object.__setattr__(self, "_rope", rope)
-        assert rope._xpos is not None
-        self._scales: XPosScales = rope._xpos
+        scales = rope.source  # the public accessor: an xPos module's source is its scales
+        assert isinstance(scales, XPosScales)
+        self._scales: XPosScales = scales
         self.frequencies: Tensor = self._scales.ladder.freqs  # float64, on the CPU
         self.zeta: Tensor = self._scales.zeta  # float64, on the CPU
 
