@@ -23,7 +23,8 @@ Sections (``--sections``, comma-separated keys or prefixes):
 - ``rope-train-{float32,bfloat16}-{small,large}``: forward + backward of q and k at
   (8, 8, 256, 32) and (4, 32, 1024, 128), posenc against plain rotate-half under autograd
   (``rotary_cases.training_cases``); ``rope-token-{float32,bfloat16}``: one decoding
-  step's ``rope(q)``, ``rope(k)`` against rotate-half with precomputed rows.
+  step's ``rope(q)``, ``rope(k)`` against rotate-half with precomputed rows, caches
+  flushed; ``rope-token-warm-*``: the same, caches warm.
 - ``hf-rotary-*``, ``decode-*``, ``bias-*``: the cases of ``peer_cases.py`` (this directory),
   each beside the code it replaces (transformers' rotary and T5 bias, the ALiBi one-liner,
   the plain input layer), which is the section's floor; with transformers installed.
@@ -372,14 +373,23 @@ def rotary_training(dtype: torch.dtype, size: str) -> Section:
     )  # fmt: skip
 
 
-def rotary_token(dtype: torch.dtype) -> Section:
+def rotary_token(dtype: torch.dtype, warm: bool = False) -> Section:
     import rotary_cases
 
     name = str(dtype).removeprefix("torch.")
-    return Section.of(
-        f"rope-token-{name}", f"RoPE, one token, {name}", "plain",
-        rotary_cases.token_cases(dtype), calls=TINY_CALLS,
-        note="q, k (1, 32, 1, 128) at 4000. Floor: rotate-half with the rows precomputed.",
+    cases = [Case(*case, warm=warm) for case in rotary_cases.token_cases(dtype)]
+    if warm:
+        return Section(
+            f"rope-token-warm-{name}", f"RoPE, one token, {name}, caches warm", "plain",
+            cases, calls=TINY_CALLS,
+            note="As rope-token, timed back to back without flushing the caches: a small "
+            "model, whose step leaves the code and rows in cache between calls.",
+        )  # fmt: skip
+    return Section(
+        f"rope-token-{name}", f"RoPE, one token, {name}", "plain", cases, calls=TINY_CALLS,
+        note="q, k (1, 32, 1, 128) at 4000, caches flushed before each call (a large "
+        "model's step, whose weights pass through the caches between calls). Floor: "
+        "rotate-half with the rows precomputed in the input's dtype.",
     )  # fmt: skip
 
 
@@ -572,6 +582,7 @@ def sections(args: argparse.Namespace) -> Iterator[Section | tuple[str, str]]:
                     rotary_training(dtype, size)
                 )
             builders[f"rope-token-{name}"] = lambda dtype=dtype: rotary_token(dtype)
+            builders[f"rope-token-warm-{name}"] = lambda dtype=dtype: rotary_token(dtype, True)
     if importlib.util.find_spec("transformers") is not None:
         builders.update(peer_sections())
     builders.update(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import math
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from reference import INTEGER_DTYPES, roformer_frequencies, rotary_reference, ul
 from posenc import (
     ROPE_TYPES,
     ROTARY_LAYOUTS,
+    MixedFrequencies,
     RotaryEmbedding,
     apply_rotary,
     positions_from_lengths,
@@ -1273,6 +1275,119 @@ def test_a_few_elements_are_rotated_in_fewer_kernels_to_the_same_bits(
     bits = {8: torch.int64, 4: torch.int32, 2: torch.int16}[dtype.itemsize]
     for a, b in zip(few, in_place, strict=True):
         assert torch.equal(a.view(bits), b.view(bits))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+def test_a_decoding_step_a_token_at_a_time_gives_the_bits_of_every_other_path(
+    dtype: torch.dtype, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from posenc import rotary
+
+    rope = RotaryEmbedding(32, max_len=200)
+    torch.manual_seed(0)
+    steps = [(torch.randn(3, 4, 1, 32) * 100).to(dtype) for _ in range(200)]
+    steps[0][0, 0, 0, :4] = torch.tensor([0.0, -0.0, 1e-30, -1e30]).to(dtype)
+    # tokens one at a time across the blocks of widened rows, then back, then a few
+    # tokens at once within a block and across one, and one unbatched
+    calls = [(x, p) for p, x in enumerate(steps)] + [(steps[5], 70), (steps[6], 3)]
+    calls += [(torch.cat(steps[:5], 2), 58), (torch.cat(steps[:5], 2), 62), (steps[7][0, 0], 199)]
+    stepped = [rope(x, offset=p) for x, p in calls]
+    monkeypatch.setattr(rotary, "_FEW", 0)  # every size in place, slice by slice
+    bits = {8: torch.int64, 4: torch.int32, 2: torch.int16}[dtype.itemsize]
+    for (x, p), got in zip(calls, stepped, strict=True):
+        want = rope(x, positions=torch.arange(p, p + x.shape[-2]))
+        assert got.dtype == x.dtype
+        assert got.shape == x.shape
+        assert torch.equal(got.view(bits), want.view(bits)), p
+
+
+def test_a_decoding_step_reads_the_tables_as_they_are_now() -> None:
+    # The widened rows are kept while the tables are the same tensors, unchanged: a
+    # table written in place, moved, cast or derived again is read afresh.
+    rope, x = RotaryEmbedding(16, max_len=64), torch.randn(2, 1, 16)
+    before = rope(x, offset=7)
+    with torch.no_grad():
+        rope._cos.fill_(1.0)
+        rope._sin.zero_()
+    assert torch.equal(rope(x, offset=7), x)  # the angle 0 now: no rotation
+    rope.reset_parameters()
+    assert torch.equal(rope(x, offset=7), before)
+    rope.double()
+    assert rope(x.double(), offset=7).dtype == torch.float64
+    assert torch.equal(rope.float()(x, offset=7), before)
+    rope.to_empty(device="cpu")
+    assert torch.equal(rope(x, offset=7), before)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: RotaryEmbedding(16, layout="interleaved"),
+        lambda: RotaryEmbedding(
+            16, scaling={"rope_type": "default", "partial_rotary_factor": 0.5}
+        ),
+        lambda: RotaryEmbedding(
+            16,
+            max_len=64,
+            scaling={"rope_type": "dynamic", "factor": 2.0, "max_position_embeddings": 8},
+        ),
+        lambda: RotaryEmbedding(16, axes=(8, 8)),
+        lambda: RotaryEmbedding(
+            16,
+            scaling={
+                "rope_type": "default",
+                "mrope_section": [2, 3, 3],
+                "mrope_interleaved": True,
+            },
+        ),
+        lambda: RotaryEmbedding(16, frequencies=MixedFrequencies(16, n_heads=2)),
+    ],
+    ids=["interleaved", "partial", "dynamic", "axes", "mrope", "mixed"],
+)
+def test_a_few_tokens_at_an_offset_are_the_tokens_at_their_positions(
+    make: Callable[[], RotaryEmbedding],
+) -> None:
+    # Whichever path serves a few tokens at an int offset (the decoding step reads the
+    # tables, on every axis at once; the other layout, part of the features, another
+    # length's frequencies and learned ones take the general path), they are the tokens
+    # at their positions.
+    rope, x = make(), torch.randn(1, 2, 3, 16)
+    for offset in (0, 5, 7, 30):
+        positions = torch.arange(offset, offset + 3)
+        if rope.position_axes is not None:
+            positions = positions.expand(rope.position_axes, 3)
+        assert torch.equal(rope(x, offset=offset), rope(x, positions=positions))
+    dynamic = rope.trained_length is not None
+    if dynamic:  # another length's frequencies: the step is not taken
+        wanted = rope(x, positions=torch.arange(5, 8), seq_len=40)
+        assert torch.equal(rope(x, offset=5, seq_len=40), wanted)
+        assert not torch.equal(rope(x, offset=5), wanted)
+
+
+def test_a_decoding_step_keeps_what_forward_promises() -> None:
+    rope = RotaryEmbedding(16)
+    x = torch.randn(3, 2, 16).transpose(0, 1)  # (H, L, D), the heads not outermost
+    assert rope(x, offset=1).stride() == x.stride()  # the input's memory layout
+    on_meta = rope(torch.empty(1, 2, 1, 16, device="meta"), offset=3)  # tables on the CPU
+    assert on_meta.device.type == "meta"
+    assert on_meta.shape == (1, 2, 1, 16)
+    xpos = RotaryEmbedding(16, xpos_scale_base=512)
+    with pytest.raises(ValueError, match="call rotate_queries_and_keys"):
+        xpos(torch.randn(1, 1, 16), offset=3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_decoding_step_under_autograd_records_its_gradient(dtype: torch.dtype) -> None:
+    rope = RotaryEmbedding(16)
+    x = torch.randn(1, 2, 1, 16).to(dtype).requires_grad_(True)
+    y = rope(x, offset=3)
+    assert y.grad_fn is not None
+    (g,) = torch.autograd.grad(y.sum(), x)
+    (want,) = torch.autograd.grad(rope(x, positions=torch.tensor([3])).sum(), x)
+    assert torch.equal(g, want)
+    assert not torch.equal(g, torch.ones_like(g))
+    with torch.no_grad():  # and without autograd, the step's values
+        assert torch.equal(rope(x, offset=3), y.detach())
 
 
 def test_second_derivatives_flow_through_the_rotation() -> None:

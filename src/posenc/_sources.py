@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -38,6 +38,8 @@ _F64 = torch.float64
 _CPU = torch.device("cpu")
 # Angles per float64 slice of a large table: 32 MB of temporaries per array.
 _CHUNK = 1 << 22
+# Positions a decoding step's widened rows are kept for (TableCache.widened).
+_BLOCK = 64
 
 Where = Positions | AxisPositions
 Tables = Callable[[torch.dtype, torch.device], "tuple[Tensor, ...] | None"]
@@ -179,6 +181,9 @@ class TableCache:
     def __init__(self, ladder: Ladder, tables: Tables, size: int) -> None:
         self.ladder, self.tables, self.size = ladder, tables, size
         self.trained_length = ladder.trained_length
+        # widened's block: the cos table it was read from, (its first position, the
+        # table's version), its rows (cos, sin), and the same rows one by one
+        self._block: tuple[Any, ...] | None = None
 
     def rows(
         self, at: Where, dtype: torch.dtype, device: torch.device, seq_len: int | None = None
@@ -189,6 +194,35 @@ class TableCache:
         if tables is None:
             return self.ladder.rows(at, dtype, device, seq_len)
         return self.ladder.take(at, *tables)
+
+    def widened(
+        self, start: int, length: int, cos: Tensor, sin: Tensor
+    ) -> tuple[Tensor, Tensor] | None:
+        """Rows ``[start, start + length)`` of the tables for rotate-half, or None.
+
+        ``(cos, cos)`` and ``(-sin, sin)``: the rows of :meth:`rows` side by side, one
+        value per feature, read from a block of ``_BLOCK`` positions widened at once and
+        kept while the tables are the same tensors, unchanged: a decoding step, a token
+        at a time, widens once a block. None (the caller asks :meth:`rows`) where the
+        rows are not in one block of the rows the tables serve. The tables are the
+        ones :attr:`tables` gives the caller's dtype and device, which the caller
+        checked, as it checked that no ``seq_len`` asks for other frequencies.
+        """
+        first = start - start % _BLOCK
+        if start < 0 or start + length > min(first + _BLOCK, self.size):
+            return None
+        block = self._block
+        if block is None or block[0] is not cos or block[1] != (first, cos._version):
+            rows = cos[first : first + _BLOCK], sin[first : first + _BLOCK]
+            with torch.inference_mode(False), torch.no_grad():  # plain tensors, as tables
+                wide = torch.cat((rows[0], rows[0]), -1), torch.cat((-rows[1], rows[1]), -1)
+            # and each row on its own, for a token at a time: a tuple's item, no slicing
+            block = (cos, (first, cos._version), *wide, *(torch.split(t, 1) for t in wide))
+            self._block = block
+        if length == 1:
+            return block[4][start - first], block[5][start - first]
+        at = slice(start - first, start - first + length)
+        return block[2][at], block[3][at]
 
 
 class MixedFrequencies(nn.Module):

@@ -389,7 +389,7 @@ def _rotate_fused(
     rotated, length, cpu = 2 * cos.shape[-1], x.shape[-2], x.device.type == "cpu"
     few = fused and layout == "half" and rotated == x.shape[-1] and x.numel() <= _FEW
     if few and sign > 0 and x.is_contiguous():
-        return _rotate_few(x, cos, sin)
+        return _rotate_few(x, torch.cat((cos, cos), -1), torch.cat((-sin, sin), -1))
     out = torch.empty_like(x)
     # one cos per feature: each pair's value twice
     cos = torch.cat((cos, cos), -1) if layout == "half" else cos.repeat_interleave(2, -1)
@@ -419,18 +419,20 @@ def _rotate_fused(
 
 
 def _rotate_few(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """:func:`_rotate_into`'s products and sums in fewer kernels, for a few elements.
+    """:func:`_rotate_into`'s products and sums in three kernels, for a few elements.
 
-    Rotate-half of every feature: the pair's other feature is the input rolled by
-    half a head, times a sin with the sign of its half (``x1 cos - x2 sin``,
-    ``x2 cos + x1 sin``). Each product is rounded, then the sum, as there: the same
-    values to the bit, in six kernels (and the widening and rounding of half
-    precision), where a decoding step's token spends most of its time per kernel.
+    Rotate-half of every feature, from rows widened to one value per feature: ``cos``
+    is ``(cos, cos)`` and ``sin`` is ``(-sin, sin)``. The pair's other feature is the
+    input rolled by half a head (``x1 cos - x2 sin``, ``x2 cos + x1 sin``). Each
+    product is rounded, then the sum, as there, in the rows' dtype (a narrower input
+    is widened exactly), and written to the output in its dtype: the same values to
+    the bit, where a decoding step's token spends most of its time per kernel.
     """
-    wide = x if x.dtype is cos.dtype else x.to(cos.dtype)
-    signed = torch.cat((-sin, sin), -1)
-    out = torch.addcmul(wide * torch.cat((cos, cos), -1), wide.roll(sin.shape[-1], -1), signed)
-    return out if out.dtype is x.dtype else out.to(x.dtype)
+    rolled = x.roll(sin.shape[-1] // 2, -1)
+    if x.dtype is cos.dtype:
+        return torch.addcmul(x * cos, rolled, sin)
+    # A narrower x is widened exactly by each kernel; the sum is rounded once, on writing.
+    return torch.addcmul(x * cos, rolled, sin, out=torch.empty_like(x))
 
 
 def _along(table: Tensor, rows: slice, length: int) -> Tensor:
@@ -944,6 +946,10 @@ class RotaryEmbedding(DerivedTables):
             if _distributed.is_dtensor(x):
                 return self._sharded(x, offset=offset, positions=positions, seq_len=seq_len)
             x = _checks.rotary_input(x, self.head_dim)
+        if positions is None and seq_len is None and type(offset) is int and x.numel() <= _FEW:
+            step = self._step(x, offset)  # a decoding step's few tokens
+            if step is not None:
+                return step
         batch = x.shape[0] if x.dim() >= 3 else None
         try:
             at = self._resolve(
@@ -962,6 +968,32 @@ class RotaryEmbedding(DerivedTables):
 
     # DTensor inputs: each rank rotates its shard with the global positions.
     _sharded = _distributed.sequence_input(-2)(forward)
+
+    def _step(self, x: Tensor, offset: int) -> Tensor | None:
+        """A decoding step's rotation, from widened rows kept by the tables, or None.
+
+        Rotate-half of every feature, eagerly, with nothing to record, at an int offset
+        whose rows the tables of ``x``'s dtype and device hold: the rows of
+        ``TableCache.widened``, then the three kernels of :func:`_rotate_few`. The
+        values of forward's other path, to the bit.
+        """
+        # the buffers, without nn.Module.__getattr__'s cost (a decoding step asks each call)
+        cos, sin, cache = self._buffers["_cos"], self._buffers["_sin"], self._table_cache
+        assert cos is not None  # registered in __init__, never None
+        assert sin is not None
+        if not (
+            self._fixed is cache
+            and self.frequencies is None
+            and self.layout == "half"
+            and self.rotary_dim == self.head_dim
+            and cos.dtype is (torch.float64 if x.dtype == torch.float64 else torch.float32)
+            and cos.device == x.device
+            and not (x.requires_grad and torch.is_grad_enabled())
+            and _runtime.fast_path(x)
+        ):
+            return None
+        rows = cache.widened(offset, x.shape[-2], cos, sin)
+        return None if rows is None else _rotate_few(x, *rows)
 
     def rotate_queries_and_keys(
         self,
