@@ -63,6 +63,13 @@ NOT_RESULTS: dict[str, dict[str, str]] = {
         "1.4": "a constant of xPos's formula (Sun et al., 2023)",
     },
 }
+#: The classes of sphinx-gallery's own paragraphs (links, timings, signature).
+GALLERY_FURNITURE = (
+    "sphx-glr-download",
+    "sphx-glr-footer",
+    "sphx-glr-timing",
+    "sphx-glr-signature",
+)
 #: Any number the script writes or prints.
 PRINTED = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 #: A gallery image: sphinx-gallery names it after its example.
@@ -193,7 +200,10 @@ def check_typed_figures(app: Sphinx, doctree: nodes.document) -> None:
         source = "\n".join(block.astext() for block in doctree.findall(nodes.literal_block))
         allowed = NOT_RESULTS.get(Path(docname).name, {})
         for para in doctree.findall(nodes.paragraph):
-            if any(isinstance(a, nodes.literal_block) for a in _ancestors(para)):
+            if any(
+                isinstance(a, nodes.literal_block) or _gallery_furniture(a)
+                for a in [para, *_ancestors(para)]
+            ):
                 continue
             for figure in unsupported(_prose(para), source, allowed):
                 log.warning(
@@ -221,6 +231,13 @@ def check_typed_figures(app: Sphinx, doctree: nodes.document) -> None:
                 match.group(1),
                 location=captions[0],
             )
+
+
+def _gallery_furniture(node: nodes.Node) -> bool:
+    """Whether a node is sphinx-gallery's own (download links, timings), not a comment."""
+    classes = node.get("classes", []) if isinstance(node, nodes.Element) else []
+    # not sphx-glr-example-title: that class marks the whole section of the example
+    return any(str(c).startswith(GALLERY_FURNITURE) for c in classes)
 
 
 def _ancestors(node: nodes.Node) -> list[nodes.Node]:
