@@ -144,3 +144,41 @@ def test_a_caption_is_read_against_its_example_s_output(tmp_path: Path) -> None:
     )
     assert match is not None
     assert match.group(1) == "plot_99_demo"
+
+
+def test_a_gallery_page_s_comments_are_read_and_its_furniture_is_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    found: list[str] = []
+
+    class Log:
+        def warning(self, message: str, *args: Any, **_: Any) -> None:
+            found.append(message % args)
+
+    class App:
+        srcdir = str(tmp_path)
+
+        class config:  # noqa: N801 (sphinx's attribute name)
+            plot_gallery = "True"
+
+        class env:  # noqa: N801
+            docname = "auto_examples/schemes/plot_99_demo"
+
+    import sphinx.util.logging
+
+    monkeypatch.setattr(sphinx.util.logging, "getLogger", lambda _name: Log())
+    document = publish_doctree("")
+    section = nodes.section(classes=["sphx-glr-example-title"])  # the whole example
+    section += nodes.paragraph(text="Head 7 gives the first token 0.75 of its weight, 0.78.")
+    section += nodes.literal_block(text="factor: 0.782")
+    footer = nodes.container(classes=["sphx-glr-footer"])
+    footer += nodes.paragraph(text="Total running time: 1.234 seconds")
+    section += footer
+    document += section
+    typed_figures.check_typed_figures(App(), document)  # type: ignore[arg-type]
+    assert len(found) == 1
+    assert "'0.75'" in found[0]
+    App.config.plot_gallery = "0"  # no run: nothing to check against
+    found.clear()
+    typed_figures.check_typed_figures(App(), document)  # type: ignore[arg-type]
+    assert found == []
