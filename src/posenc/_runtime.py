@@ -59,6 +59,7 @@ __all__ = [
     "empty",
     "fast_path",
     "readable",
+    "registered",
     "work_device",
 ]
 
@@ -98,6 +99,20 @@ def work_device(device: torch.device) -> torch.device:
 # into it never reaches the tensor sliced, and reading its values may be a collective.
 # A parameter that wraps a subclass has the subclass's type.
 _PLAIN_TYPES = (Tensor, nn.Parameter)
+
+
+def registered(module: nn.Module, name: str) -> Any:
+    """The parameter, buffer or child ``name`` of ``module`` (None if none), from its registry.
+
+    What ``getattr(module, name)`` returns for them, without ``nn.Module.__getattr__``'s
+    cost (several microseconds a read with cold caches), which a decoding step would
+    pay on every call for each child's weight or grandchild it checks.
+    """
+    # private: nn.Module keeps them in these dicts, which __getattr__ reads in this order
+    for found in (module._parameters, module._buffers, module._modules):
+        if name in found:
+            return found[name]
+    return None
 
 
 def readable(t: Tensor) -> bool:
