@@ -79,7 +79,7 @@ def attention(
             run in that dtype; the weights are rounded back to the query's.
         scale: The factor of the scores, ``Q Kᵀ · scale``, in place of
             ``1 / √d_k`` (None), as ``scale=`` of
-            :func:`torch.nn.functional.scaled_dot_product_attention`. T5 folds
+            ``torch.nn.functional.scaled_dot_product_attention``. T5 folds
             the scale into its initialisation: its checkpoints need
             ``scale=1.0``.
 
