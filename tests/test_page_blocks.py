@@ -185,6 +185,11 @@ def run(path: Path, tmp_path: Path) -> list[dict[str, Any]]:
         "flags": conf["doctest_default_flags"],
         "groups": page_groups(path, conf),
     }
+    return run_groups(page, tmp_path)
+
+
+def run_groups(page: dict[str, Any], tmp_path: Path) -> list[dict[str, Any]]:
+    """Run ``page``'s groups in a fresh interpreter (``tests/page_blocks.py``)."""
     (tmp_path / "page.json").write_text(json.dumps(page), encoding="utf-8")
     result = tmp_path / "result.json"
     env = dict(os.environ)
@@ -219,3 +224,41 @@ def report(path: Path, failures: list[dict[str, Any]]) -> str:
 def test_page_blocks_print_what_the_page_shows(path: Path, tmp_path: Path) -> None:
     failures = run(path, tmp_path)
     assert not failures, report(path, failures)
+
+
+def readme_sections() -> list[dict[str, Any]]:
+    """The README's ``python`` blocks with prompts, one group per ``###`` section."""
+    groups: list[dict[str, Any]] = []
+    name = "top"
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if line.startswith("#"):
+            name = line.lstrip("#").strip()
+        if line != "```python":
+            continue
+        start, body = i + 1, []
+        while lines[i] != "```":
+            body.append(lines[i])
+            i += 1
+        if not groups or groups[-1]["name"] != name:
+            groups.append({"name": name, "setup": [], "tests": [], "cleanup": []})
+        block = {"type": "doctest", "options": {}, "source": "\n".join(body) + "\n"}
+        groups[-1]["tests"].append([{**block, "line": start}])
+    return groups
+
+
+def test_readme_sections_each_run_alone(tmp_path: Path) -> None:
+    """Each section of the README in a namespace of its own, the random state disturbed.
+
+    pytest runs the README as one doctest (``--doctest-glob``), from a fixed seed; here
+    each ``###`` section must run without the others, whatever was drawn before.
+    """
+    groups = readme_sections()
+    assert len(groups) >= 4, [group["name"] for group in groups]
+    flags = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE  # pyproject's, less pytest's NUMBER
+    page = {"name": "README.md", "flags": flags, "groups": groups}
+    failures = run_groups(page, tmp_path)
+    assert not failures, report(ROOT / "README.md", failures)
