@@ -11,9 +11,7 @@ on validation. This script draws the saved runs of ``nox -s
 train``, one file a run in ``benchmarks/results/train/``, through the
 harness's analysis (``benchmarks/train_analysis.py``): training takes hours
 on two cores, drawing a few seconds. Where a part of the set is not saved yet,
-the figures draw what is and say what is pending. Downloaded and run alone,
-without the repository's ``benchmarks/``, it trains a quick version itself
-(seconds per scheme) and draws that instead.
+the figures draw what is and say what is pending.
 
 Explained in :ref:`guide-trained`.
 """

@@ -13,9 +13,7 @@ retrieval (a number hidden in filler text, asked for at the end) against the
 number's distance. This
 script draws the saved runs of ``nox -s train`` through the harness's
 analysis; where the fine-tuning arms are not all saved yet, it draws what is
-and says what is pending. Downloaded and run alone, without the repository's
-``benchmarks/``, it trains a quick version itself (under a minute) and draws
-that instead.
+and says what is pending.
 
 Explained in :ref:`guide-extending`.
 """

@@ -9,8 +9,7 @@ and 4n: copy and reverse (`Kazemnejad et al. <https://arxiv.org/abs/2305.19466>`
 <https://arxiv.org/abs/2405.18719>`__, 2024) and Flip-Flop (`Liu et al.
 <https://arxiv.org/abs/2306.00946>`__, 2023). This script draws the saved runs
 of ``nox -s tasks`` (``benchmarks/results/tasks/``, one file a run); while none
-is saved (or the script is downloaded and run alone), it trains a quick version
-of the copy task itself, under a minute, and draws that.
+is saved it draws empty panels that say so.
 
 Explained in :ref:`guide-tasks`.
 """
@@ -123,8 +122,8 @@ def quick_copy_runs(steps=300, n=8, seed=0):
     return found
 
 
-if not runs:
-    print("no saved runs here: a quick version of the copy task instead")
+if not runs and not FOLDER.parent.is_dir():  # downloaded alone: no benchmarks/results
+    print("no saved runs here (they are in the repository): a quick version instead")
     runs = quick_copy_runs()
 
 
@@ -202,7 +201,7 @@ else:
     )  # fmt: skip
 seeds = sorted({r["seed"] for r in runs})
 title = "Trained on sizes 1..n, tested at n, 2n, 4n"
-if not files:
+if runs and not files:
     title = "Quick version (copy only): " + title[0].lower() + title[1:]
 if seeds:
     title += f"; seeds {', '.join(map(str, seeds))}"
