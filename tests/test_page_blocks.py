@@ -262,3 +262,45 @@ def test_readme_sections_each_run_alone(tmp_path: Path) -> None:
     page = {"name": "README.md", "flags": flags, "groups": groups}
     failures = run_groups(page, tmp_path)
     assert not failures, report(ROOT / "README.md", failures)
+
+
+SYNTHETIC = """\
+A page
+======
+
+.. doctest::
+
+   >>> import torch
+   >>> _ = torch.manual_seed(0)
+   >>> print(f"{torch.rand(1).item():.4f}")
+   0.4963
+
+.. doctest::
+
+   >>> print(f"{torch.rand(1).item():.4f}")  # not seeded: what the first block left
+   0.7682
+
+.. testcode:: other
+
+   import random
+   random.seed(1)
+   print(random.random())
+
+.. testoutput:: other
+   :options: +ELLIPSIS
+
+   0.1343...
+"""
+
+
+def test_an_unseeded_block_fails_with_its_line(tmp_path: Path) -> None:
+    """Run in order without disturbance the page passes; the runner finds its one flaw."""
+    page_file = tmp_path / "page.rst"
+    page_file.write_text(SYNTHETIC, encoding="utf-8")
+    groups = page_groups(page_file, conf_values())
+    assert [(g["name"], len(g["tests"])) for g in groups] == [("default", 2), ("other", 1)]
+    assert [len(test) for test in groups[1]["tests"]] == [2]  # testcode with its output
+    page = {"name": "page.rst", "flags": conf_values()["doctest_default_flags"], "groups": groups}
+    failures = run_groups(page, tmp_path)
+    assert [f["line"] for f in failures] == [13], failures
+    assert "Expected:\n    0.7682\nGot:" in failures[0]["diff"]
