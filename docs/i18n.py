@@ -317,8 +317,10 @@ write （…）: 'd ('", "ends with '：': a Japanese sentence ends with 。, be
                 "a figure's text with a formula ($...$) is drawn by mathtext, whose fonts "
                 "have no Korean or Japanese: write the formula as text (2⁻²⁵, ω_k)"
             )
+        # a keyword argument in a figure (``layout="half"``) is code, not a term to translate
+        words = KEYWORD_ARGUMENT.sub(" ", english)
         yield from _numbers_and_terms(
-            language, english, unicodedata.normalize("NFKC", translated), rows
+            language, words, unicodedata.normalize("NFKC", translated), rows
         )
         if language == "ja":
             yield from japanese_style(translated)
@@ -334,6 +336,7 @@ write （…）: 'd ('", "ends with '：': a Japanese sentence ends with 。, be
         yield from japanese_style(prose(translated))
 
 
+KEYWORD_ARGUMENT = re.compile(r"\b[A-Za-z_]\w*=(?:\"[^\"]*\"|'[^']*'|\S+)")
 UNLESS = re.compile(r"^(?P<variant>.+?)\s*\(unless:\s*(?P<term>[^()]+)\)$")
 # Code and formulas, which keep their own letters (``ids``, :math:`\mathrm{id}_t`).
 CODE_OR_MATH = re.compile(r"``.+?``|:math:`[^`]+`")
@@ -399,6 +402,8 @@ def _numbers_and_terms(
 # Kana and kanji: the Japanese letters a space separates from Latin letters and digits.
 JAPANESE = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 HALF_WIDTH_PAREN = re.compile(rf"(?:^|(?<=[\s{JAPANESE}]))\(|\([^()]*[{JAPANESE}][^()]*\)")
+# A label's colon beside Japanese text (``組 0: ζ``, ``sin: 偶数列``), as in a figure's text.
+HALF_WIDTH_COLON = re.compile(rf"[{JAPANESE}）」]:|[^\s:]: ?[{JAPANESE}]")
 TOUCHING = re.compile(rf"[A-Za-z0-9][{JAPANESE}]|[{JAPANESE}][A-Za-z0-9]")
 
 
@@ -413,6 +418,10 @@ def japanese_style(text: str) -> Iterator[str]:
     []
     >>> list(japanese_style("次のとおりです："))
     ["ends with '：': a Japanese sentence ends with 。, before code too"]
+    >>> list(japanese_style("学習される: テーブルのみ"))
+    ["half-width colon in Japanese text, write ：: 'る:'"]
+    >>> list(japanese_style("sin: 偶数列 2k"))
+    ["half-width colon in Japanese text, write ：: 'n: 偶'"]
     >>> list(japanese_style("積2つと和 1 つ"))
     ["no space between Latin letters or digits and Japanese, write '積 2': '積2'"]
     """
@@ -424,6 +433,8 @@ def japanese_style(text: str) -> Iterator[str]:
             "half-width parenthesis in Japanese text, write （…）: "
             f"{text[start : match.start() + 1]!r}"
         )
+    for match in HALF_WIDTH_COLON.finditer(text):
+        yield f"half-width colon in Japanese text, write ：: {match.group(0)!r}"
     end = text.rstrip()[-1:]
     if end in ("：", ":"):
         yield f"ends with {end!r}: a Japanese sentence ends with 。, before code too"

@@ -456,3 +456,53 @@ def test_multi_headed_attention_shape_errors_name_the_shapes(
 def test_feed_forward_input_errors(x: object, error: type[Exception], match: str) -> None:
     with pytest.raises(error, match=match):
         PositionwiseFeedForward(d_model=8, d_ff=16)(x)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.3, 2])
+def test_scale_replaces_the_default_as_sdpa_does(scale: float) -> None:
+    # T5's checkpoints need the unscaled product (scale=1.0); SDPA's scale= is the reference,
+    # with a relative bias and a causal mask, in float64 so that only the scale can differ.
+    from posenc import RelativePositionBias
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(3, 2, 4, 6, 8, dtype=torch.float64).unbind()
+    bias = RelativePositionBias(4, bidirectional=False).double()
+    with torch.no_grad():
+        want = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias(6, causal=True), scale=scale
+        )
+        out, weights = attention(q, k, v, mask=subsequent_mask(6), bias=bias(6), scale=scale)
+    torch.testing.assert_close(out, want, rtol=1e-12, atol=1e-12)
+    direct = (q @ k.transpose(-2, -1) * scale + bias(6).detach()).masked_fill(
+        ~subsequent_mask(6), -math.inf
+    )
+    torch.testing.assert_close(weights, direct.softmax(-1), rtol=1e-12, atol=1e-12)
+
+
+def test_scale_none_is_one_over_root_d_k_bit_for_bit() -> None:
+    torch.manual_seed(1)
+    q, k, v = torch.randn(3, 2, 5, 16).unbind()
+    default, _ = attention(q, k, v)
+    again, _ = attention(q, k, v, scale=None)
+    assert torch.equal(default, again)
+    near, _ = attention(q, k, v, scale=1 / math.sqrt(16))
+    torch.testing.assert_close(near, default)
+    unscaled, _ = attention(q, k, v, scale=1.0)
+    assert not torch.allclose(unscaled, default)
+
+
+@pytest.mark.parametrize(
+    ("scale", "error", "match"),
+    [
+        ("1.0", TypeError, "scale must be a number"),
+        (True, TypeError, "scale must be a number"),
+        (math.inf, ValueError, "scale must be a finite number"),
+        (math.nan, ValueError, "scale must be a finite number"),
+    ],
+)
+def test_scale_refuses_what_is_not_a_finite_number(
+    scale: object, error: type[Exception], match: str
+) -> None:
+    q = torch.zeros(1, 2, 4)
+    with pytest.raises(error, match=match):
+        attention(q, q, q, scale=scale)  # type: ignore[arg-type]

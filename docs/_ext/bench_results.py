@@ -14,12 +14,23 @@ Every number the Performance page shows comes from the JSON file that
   ratio, in the page's language: ``10% slower than NOUN (1.10× its time, stable
   allocator)``, REF being ``floor`` or ``baseline``. NOUN is prose, translated
   with the sentence; the comparison word, the percentage and the allocator come
-  from the number.
+  from the number;
+- ``:bench-load:`cores``` — the load average the saved run was measured at, and on how
+  many cores (``load averages 0.83–1.94 on 2 cores``); ``.. bench-machine::`` adds a
+  caution when the run was loaded (:data:`LOADED`);
+- ``:bench-goal:`1.10×``` — a number set by hand (a goal, a threshold), not measured:
+  shown as typed, and exempt from the check of typed figures.
 
-No typed word may contradict a number: a sentence that holds a ratio (``:bench:``
-with ``floor`` or ``baseline``) and a comparison word of its language typed by
-hand (*faster* beside 1.10×, *slower* beside 0.60×) fails the build
-(:func:`check_comparison_words`).
+On a page that shows any figure of the run, the build fails (under -W) where
+(:func:`check_comparison_words`):
+
+- a typed comparison word contradicts a ratio of its sentence (*faster* beside
+  1.10×, *slower* beside 0.60×);
+- a figure of the run (``:bench:``) stands in a sentence that does not name its
+  allocator (the two give other ratios, and other ranges);
+- a ratio, a percentage or a time in ms is typed in the prose rather than read
+  from the run (``1.19×``, ``19%``, ``9.5 ms``), outside code, maths and
+  ``:bench-goal:``.
 
 The file is ``bench_results_file`` in conf.py, relative to the docs directory.
 """
@@ -42,6 +53,20 @@ ALLOCATOR_HEADS = {"default": "glibc defaults", "stable": "stable allocator"}
 
 #: Within this much of 1, a ratio is "as fast": the rounds' ranges are wider than that.
 SAME = 0.005
+
+#: A run whose load average reached this share of its cores is flagged as loaded: other
+#: work then shared the cores during some of its rounds.
+LOADED = 0.5
+
+#: The allocator's name as a sentence must hold it, by language, for each figure.
+ALLOCATOR_NAMES: dict[str, dict[str, str]] = {
+    "en": {"default": "glibc", "stable": "stable allocator"},
+    "ko": {"default": "glibc", "stable": "안정 할당자"},
+    "ja": {"default": "glibc", "stable": "安定アロケータ"},
+}
+
+#: A figure typed by hand: a ratio (``1.19×``, ``2×``), a percentage or a time in ms.
+TYPED_FIGURE = re.compile(r"(?<![\w.])\d[\d,]*(?:\.\d+)?(?:×|\s?%|\s?ms\b)")
 
 #: The words of a comparison, by language: the allocator's name, and the clause for a
 #: ratio above 1, below 1 and within SAME of it (``{noun}``, ``{pct}`` in percent, the
@@ -112,6 +137,21 @@ def comparison(noun: str, ratio: float, allocator: str, language: str) -> str:
         times=f"{ratio:.1f}",
         allocator=words["allocators"].get(allocator, allocator),
     )
+
+
+def load_words(results: dict[str, Any]) -> tuple[str, bool]:
+    """The load the run was measured at, in words, and whether it was loaded.
+
+    >>> load_words({"machine": {"cores": 2}, "load": {"default": [0.83, 1.94],
+    ...                                                "stable": [1.86, 1.89]}})
+    ('load averages 0.83–1.94 on 2 cores', True)
+    >>> load_words({"machine": {"cores": 16}, "load": {"default": [0.1, 0.4]}})
+    ('load averages 0.1–0.4 on 16 cores', False)
+    """
+    values = [v for pair in results["load"].values() for v in pair]
+    cores = results["machine"]["cores"]
+    low, high = min(values), max(values)
+    return f"load averages {low:g}–{high:g} on {cores} cores", high >= LOADED * cores
 
 
 def _load(env: Any) -> tuple[dict[str, Any], Path]:
@@ -221,10 +261,11 @@ class BenchTables(SphinxDirective):
         for section in found:
             if "skipped" in section:
                 text = f"{section['key']}: not measured in this run ({section['skipped']})."
-                out.append(nodes.paragraph(text, text))
+                out.append(nodes.paragraph(text, text, classes=["bench-generated"]))
                 continue
             if section.get("note"):
-                out.append(nodes.paragraph(section["note"], section["note"]))
+                note = section["note"]
+                out.append(nodes.paragraph(note, note, classes=["bench-generated"]))
             out.append(_table(section, allocators))
         if not found:
             text = f"Not measured in the saved run ({path.name})."
@@ -255,7 +296,22 @@ class BenchMachine(SphinxDirective):
             )
             + f". Source: benchmarks/results/{path.name}.",
         ]
-        return [nodes.paragraph(line, line) for line in lines]
+        out: list[nodes.Node] = [
+            nodes.paragraph(line, line, classes=["bench-generated"]) for line in lines
+        ]
+        words, loaded = load_words(results)
+        if loaded:
+            text = (
+                f"This run was measured on a loaded machine ({words}): other work shared "
+                "the cores during some of its rounds. The candidates of a section are "
+                "interleaved, so a busy moment is shared by all of them, but the ranges "
+                "are wider than a quiet machine gives, and two candidates whose ranges "
+                "overlap are not told apart by this run."
+            )
+            caution = nodes.caution()
+            caution += nodes.paragraph(text, text, classes=["bench-generated"])
+            out.append(caution)
+        return out
 
 
 class BenchChart(SphinxDirective):
@@ -334,6 +390,7 @@ class BenchRole(SphinxRole):
             )
             return [nodes.problematic(self.rawtext, self.rawtext)], [message]
         node = nodes.inline(text, text, classes=["bench-figure"])
+        node["bench_allocator"] = allocator
         if stat in ("floor", "baseline"):
             node["bench_ratio"] = case["allocators"][allocator][f"vs_{stat}"]
         return [node], []
@@ -362,7 +419,34 @@ class BenchCompareRole(SphinxRole):
                 line=self.lineno,
             )
             return [nodes.problematic(self.rawtext, self.rawtext)], [message]
-        return [nodes.inline(text, text, classes=["bench-figure", "bench-comparison"])], []
+        node = nodes.inline(text, text, classes=["bench-figure", "bench-comparison"])
+        # its words are written from the ratio; the typed words beside it are checked
+        # against it, and it names its allocator itself
+        node["bench_ratio"], node["bench_allocator"] = ratio, allocator
+        return [node], []
+
+
+class BenchLoadRole(SphinxRole):
+    """``:bench-load:`cores``` — the load averages the saved run was measured at."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        try:
+            results, _ = _load(self.env)
+            text, _loaded = load_words(results)
+        except (ValueError, KeyError) as exc:
+            message = self.inliner.reporter.error(
+                f"bench-load: cannot read the load from the saved run: {exc!r}",
+                line=self.lineno,
+            )
+            return [nodes.problematic(self.rawtext, self.rawtext)], [message]
+        return [nodes.inline(text, text, classes=["bench-figure"])], []
+
+
+class BenchGoalRole(SphinxRole):
+    """``:bench-goal:`1.10×``` — a number set by hand (a goal, a threshold), as typed."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        return [nodes.inline(self.text, self.text, classes=["bench-goal"])], []
 
 
 class BenchInfoRole(SphinxRole):
@@ -420,33 +504,116 @@ def contradictions(text: str, ratios: list[tuple[int, float]], language: str) ->
     return found
 
 
-def check_comparison_words(app: Sphinx, doctree: nodes.document) -> None:
-    """Fail the build (under -W) where a typed comparison word contradicts its ratio.
+def unnamed_allocators(text: str, figures: list[tuple[int, str]], language: str) -> list[str]:
+    """The figures of ``text`` whose sentence does not name their allocator.
 
-    The words that :bench-vs: writes are not typed, and are not checked: they come
-    from the number. Each paragraph is read as text, with every ratio of ``:bench:``
-    at its place.
+    ``figures`` are (offset in ``text``, allocator) pairs.
+
+    >>> unnamed_allocators("With the stable allocator it takes X; glibc's, Y.",
+    ...                    [(35, "stable"), (48, "default")], "en")
+    []
+    >>> unnamed_allocators("It takes X the floor.", [(9, "stable")], "en")
+    ['a figure of the stable allocator']
+    >>> unnamed_allocators("With the stable\\nallocator, X.", [(27, "stable")], "en")
+    []
+    """
+    names = ALLOCATOR_NAMES.get(language, ALLOCATOR_NAMES["en"])
+    found = []
+    start = 0
+    bounds = [m.start() for m in SENTENCE_END.finditer(text)] + [len(text)]
+    for end in bounds:
+        sentence = " ".join(text[start:end].lower().split())  # a name may span lines
+        for at, allocator in figures:
+            if start <= at < end and names.get(allocator, allocator).lower() not in sentence:
+                found.append(f"a figure of the {COMPARISONS['en']['allocators'][allocator]}")
+        start = end
+    return found
+
+
+def typed_figures(text: str) -> list[str]:
+    """The ratios, percentages and times typed by hand in ``text``.
+
+    >>> typed_figures("It takes 1.19× the floor, 19 % more, 9.5 ms; a (1, 32, 1024) shape.")
+    ['1.19×', '19 %', '9.5 ms']
+    >>> typed_figures("a 2 × 2 merge, 64 MiB, x2")
+    []
+    """
+    return [m.group() for m in TYPED_FIGURE.finditer(text)]
+
+
+#: Nodes whose text is not prose typed about the run: code, maths, and what the roles and
+#: directives write from it.
+_NOT_TYPED = (nodes.literal, nodes.math, nodes.math_block, nodes.literal_block)
+
+
+def _paragraph_text(para: nodes.paragraph) -> tuple[str, str, list[Any], list[Any]]:
+    """A paragraph as (text, typed text, ratios, figures).
+
+    ``text`` has every node's words; ``typed`` blanks what was not typed by hand (the
+    roles' figures and comparisons, code, maths). ``ratios`` holds (offset, ratio) of
+    each ``:bench:`` ratio, ``figures`` (offset, allocator) of each ``:bench:`` figure.
+    """
+    text, typed = "", ""
+    ratios: list[tuple[int, float]] = []
+    figures: list[tuple[int, str]] = []
+    for node in para.findall(nodes.Text):
+        parent = node.parent
+        words = str(node)
+        generated = False
+        ancestor: Any = parent
+        while ancestor is not None and ancestor is not para:
+            classes = ancestor.get("classes", []) if isinstance(ancestor, nodes.Element) else []
+            if isinstance(ancestor, _NOT_TYPED) or {"bench-figure", "bench-goal"} & set(classes):
+                generated = True
+            ancestor = ancestor.parent
+        if isinstance(parent, nodes.inline) and "bench_ratio" in parent:
+            ratios.append((len(text), float(parent["bench_ratio"])))
+        if isinstance(parent, nodes.inline) and "bench_allocator" in parent:
+            figures.append((len(text), str(parent["bench_allocator"])))
+        text += words
+        typed += " " * len(words) if generated else words
+    return text, typed, ratios, figures
+
+
+def check_comparison_words(app: Sphinx, doctree: nodes.document) -> None:
+    """Fail the build (under -W) where the prose of a page that shows the run's figures
+    does not hold to them.
+
+    On a page with any figure of the saved run: a typed comparison word that contradicts
+    a ratio of its sentence (the words that :bench-vs: writes are not typed, and are not
+    checked: they come from the number); a ``:bench:`` figure whose sentence does not
+    name its allocator; a ratio, percentage or time typed by hand. Each paragraph is read
+    as text, with every figure of ``:bench:`` at its place.
     """
     from sphinx.util import logging
 
     log = logging.getLogger("posenc-docs")
     language = app.config.language or "en"
+    shows_run = any("bench-figure" in node["classes"] for node in doctree.findall(nodes.inline))
+    if not shows_run:
+        return
     for para in doctree.findall(nodes.paragraph):
-        text, ratios = "", []
-        for node in para.findall(nodes.Text):
-            parent = node.parent
-            if isinstance(parent, nodes.inline) and "bench-comparison" in parent["classes"]:
-                text += " " * len(node)  # written from the number, not typed
-                continue
-            if isinstance(parent, nodes.inline) and "bench_ratio" in parent:
-                ratios.append((len(text), float(parent["bench_ratio"])))
-            text += str(node)
-        if not ratios:
+        if "bench-generated" in para["classes"]:
             continue
-        for problem in contradictions(text, ratios, language):
+        text, typed, ratios, figures = _paragraph_text(para)
+        # what :bench-vs: wrote is blanked for the comparison words, kept for the names
+        for problem in contradictions(typed, ratios, language):
             log.warning(
                 "comparison word contradicts its number: %s (write it with :bench-vs:)",
                 problem,
+                location=para,
+            )
+        for problem in unnamed_allocators(text, figures, language):
+            log.warning(
+                "%s in a sentence that does not name it: name the allocator",
+                problem,
+                location=para,
+            )
+        for figure in typed_figures(typed):
+            log.warning(
+                "figure typed by hand: %r (read it from the run with :bench:, or mark a "
+                "goal with :bench-goal:)",
+                figure,
                 location=para,
             )
 
@@ -459,5 +626,9 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_role("bench", BenchRole())
     app.add_role("bench-info", BenchInfoRole())
     app.add_role("bench-vs", BenchCompareRole())
+    app.add_role("bench-load", BenchLoadRole())
+    app.add_role("bench-goal", BenchGoalRole())
     app.connect("doctree-read", check_comparison_words)
+    # the same check for the gallery's comments and the captions of its figures
+    app.setup_extension("typed_figures")
     return {"parallel_read_safe": True, "parallel_write_safe": True, "version": "1"}

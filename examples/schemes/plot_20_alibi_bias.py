@@ -32,10 +32,13 @@ print("head 0, query 3:", small[0, 3].tolist())
 
 # %%
 # What the bias does to attention: softmax turns a bias :math:`b` into a factor
-# :math:`e^{b}` on the key's unnormalised weight. The heatmaps show that factor
-# for a causal model (keys after the query are masked: blank), on one scale for
-# all heads. Head 0 sees little beyond its last few tokens; head 7 still gives
-# the first token of 64 more than three quarters of its weight.
+# :math:`e^{b}` on the key's unnormalised weight, relative to the nearest key
+# (bias 0). The heatmaps show that factor for a causal model (keys after the
+# query are masked: blank), on one scale for all heads. Head 0 sees little
+# beyond its last few tokens. For head 7 the first token of 64 keeps a factor
+# of 0.78 of the nearest key's; the softmax then shares the weight among all 64
+# keys, so with equal scores the last query gives the first token 1.4% of its
+# attention, against 1.6% for each key without a bias (printed below).
 length = 64
 bias = alibi(length)
 causal = posenc.subsequent_mask(length)[0]
@@ -63,6 +66,11 @@ fig.suptitle("ALiBi, 8 heads, L = 64: bias as a factor on each weight", fontsize
 plt.show()
 print("factor of key 0 for query 63, by head:")
 print([round(v, 3) for v in factor[:, 63, 0].tolist()])
+# The weights themselves: with equal scores, query 63's softmax over its 64 keys.
+weights = bias[:, 63].softmax(dim=-1)
+print("weight of key 0 for query 63 with equal scores, by head, in %:")
+print([round(100 * v, 2) for v in weights[:, 0].tolist()])
+print(f"without a bias: {100 / length:.2f}% for each key")
 
 # %%
 # The bias depends on :math:`i - j` only: every diagonal is constant, and the

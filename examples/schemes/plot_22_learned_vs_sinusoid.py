@@ -13,7 +13,9 @@ Explained in :ref:`guide-learned`.
 
 # %%
 # Both modules hold 64 positions. The sinusoid computes the rows past 64 on the
-# fly; the learned table has none, and says so.
+# fly; the learned table has none, and says so. (The learned table takes
+# ``nn.Embedding``'s order, ``(max_len, d_model)``; the sinusoid takes
+# ``d_model`` first, as the Annotated Transformer's does.)
 import matplotlib.pyplot as plt
 import torch
 
@@ -36,8 +38,9 @@ print("learned rows:", tuple(rows.shape))
 
 # %%
 # Three columns of each, over three times ``max_len``. The sinusoid's columns
-# continue past the dashed line with the same formula; the learned table's
-# (here freshly initialised: trained rows look no more regular) end there.
+# continue past the dashed line with the same formula; the learned table's end
+# there. Its values here are a fresh initialisation, random: training changes
+# them, not where they end.
 fig, axes = plt.subplots(1, 2, figsize=(6.8, 3.6), sharey=True, layout="constrained")
 positions = torch.arange(length)
 for column, colour in zip((4, 8, 12), ("C0", "C1", "C3"), strict=True):

@@ -29,6 +29,10 @@ print("table:", tuple(table.shape), "sin columns:", tuple(sin_cols.shape))
 print("row 0, all sin == 0:", bool((sin_cols[0] == 0).all()))
 print("row 0, all cos == 1:", bool((cos_cols[0] == 1).all()))
 print(f"cos of the last pair at position 99: {cos_cols[99, -1].item():.6f}")
+# From pair 160 on, the largest angle over these positions, 99 times the pair's
+# frequency, is under a third of a radian.
+omega_160 = 10_000.0 ** (-2 * 160 / 512)
+print(f"largest angle of pairs 160 to 255, positions 0-99: {99 * omega_160:.3f} rad")
 
 # %%
 # Both panels share one colour scale, from -1 (blue) to +1 (red).

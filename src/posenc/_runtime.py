@@ -20,8 +20,6 @@ the attribute, when a torch release moves one:
 - ``torch.nn.modules.module._global_*_hooks`` and a module's ``_forward_hooks`` (and the
   three other hook dicts): whether any hook could see a fused path's intermediate
   tensors; :class:`torch.nn.Module` exposes registration, not a query.
-- ``torch.utils.hooks.RemovableHandle.next_id``: the count of hook handles torch has
-  made, with which the answer "no hook" is kept between calls; no public counter.
 - ``_dynamo_marked_constant``, the attribute :func:`torch.compiler.assume_constant_result`
   sets: setting it directly spares ``import posenc`` the import of ``torch._dynamo``
   (about a second).
@@ -34,7 +32,6 @@ from __future__ import annotations
 import math
 import os
 import sys
-import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -43,7 +40,6 @@ from torch import Tensor, nn
 from torch.autograd import forward_ad
 from torch.compiler import is_compiling as _is_compiling
 from torch.nn.modules import module as _module
-from torch.utils.hooks import RemovableHandle
 
 # private: no public way to ask whether a tensor is wrapped by a torch.func transform,
 # nor whether a transform is running
@@ -59,6 +55,7 @@ __all__ = [
     "empty",
     "fast_path",
     "readable",
+    "registered",
     "work_device",
 ]
 
@@ -98,6 +95,20 @@ def work_device(device: torch.device) -> torch.device:
 # into it never reaches the tensor sliced, and reading its values may be a collective.
 # A parameter that wraps a subclass has the subclass's type.
 _PLAIN_TYPES = (Tensor, nn.Parameter)
+
+
+def registered(module: nn.Module, name: str) -> Any:
+    """The parameter, buffer or child ``name`` of ``module`` (None if none), from its registry.
+
+    What ``getattr(module, name)`` returns for them, without ``nn.Module.__getattr__``'s
+    cost (several microseconds a read with cold caches), which a decoding step would
+    pay on every call for each child's weight or grandchild it checks.
+    """
+    # private: nn.Module keeps them in these dicts, which __getattr__ reads in this order
+    for found in (module._parameters, module._buffers, module._modules):
+        if name in found:
+            return found[name]
+    return None
 
 
 def readable(t: Tensor) -> bool:
@@ -190,36 +201,19 @@ def fast_path(
 def _unwatched(modules: tuple[nn.Module, ...]) -> bool:
     """Whether no module of ``modules`` has a hook or a ``forward`` replaced on the instance.
 
-    ``forward`` is looked for on every call. The answer "no hook" is kept for the last
-    modules asked, with the count of hook handles torch has made
-    (``RemovableHandle.next_id``): every registration of a hook makes a handle and
-    moves the count on, and the hook dicts are then read again. The modules are held
-    by weak references whose deaths drop the answer, so that it never passes to
-    another module at the same address; copies and unpickled modules are other
-    objects, asked afresh. Only "no hook" is kept: a "hooked" is read again each call.
+    Read on every call, from each module's own dicts: five lookups a module, fewer
+    than keeping an answer between calls would take.
     """
     for m in modules:
-        if "forward" in m.__dict__:
+        if (
+            "forward" in m.__dict__
+            or m._forward_hooks
+            or m._forward_pre_hooks
+            or m._backward_hooks
+            or m._backward_pre_hooks
+        ):
             return False
-    # private: torch's count of the hook handles made; no public counter
-    count = RemovableHandle.next_id
-    ids = tuple(map(id, modules))
-    if _UNHOOKED[0] == count and _UNHOOKED[1] == ids:
-        return True
-    for m in modules:
-        if m._forward_hooks or m._forward_pre_hooks or m._backward_hooks or m._backward_pre_hooks:
-            return False
-    _UNHOOKED[:] = [count, ids, [weakref.ref(m, _forget) for m in modules]]
     return True
-
-
-#: [handle count, ids, weak references]: the last modules found with no hook.
-_UNHOOKED: list[Any] = [-1, (), []]
-
-
-def _forget(_: object) -> None:
-    """A module of the kept answer died: its address may be reused, the answer goes."""
-    _UNHOOKED[:] = [-1, (), []]
 
 
 # -- Constants for torch.compile ----------------------------------------------------------

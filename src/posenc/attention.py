@@ -54,6 +54,7 @@ def attention(
     dropout: nn.Module | None = None,
     *,
     bias: Tensor | None = None,
+    scale: float | None = None,
 ) -> tuple[Tensor, Tensor]:
     """Scaled dot-product attention, ``softmax(Q Kᵀ / √d_k + bias) V``.
 
@@ -76,6 +77,11 @@ def attention(
             ``(B, h, L_q, L_k)``. A bias of a wider dtype than the query (a
             float32 bias with bfloat16 queries) makes the sum and the softmax
             run in that dtype; the weights are rounded back to the query's.
+        scale: The factor of the scores, ``Q Kᵀ · scale``, in place of
+            ``1 / √d_k`` (None), as ``scale=`` of
+            :func:`torch.nn.functional.scaled_dot_product_attention`. T5 folds
+            the scale into its initialisation: its checkpoints need
+            ``scale=1.0``.
 
     Returns:
         ``(output, weights)``: output ``(*, L_q, d_v)`` and the attention
@@ -84,9 +90,11 @@ def attention(
     Raises:
         TypeError: an input is not a floating tensor, or they differ in dtype;
             ``mask`` is not a bool or integer tensor; ``dropout`` is not
-            callable (a float such as 0.1: give ``nn.Dropout(0.1)``).
+            callable (a float such as 0.1: give ``nn.Dropout(0.1)``);
+            ``scale`` is not a number.
         ValueError: the shapes do not fit together (the message names them),
-            or ``mask`` or ``bias`` is on another device than the query.
+            or ``mask`` or ``bias`` is on another device than the query;
+            ``scale`` is not finite.
 
     Shapes:
         ``*`` is any batch shape, e.g. ``(B, h)`` for B sequences and h heads;
@@ -101,11 +109,22 @@ def attention(
         >>> w  # equal scores: uniform over the keys each query may see
         tensor([[[1.0000, 0.0000, 0.0000],
                  [0.5000, 0.5000, 0.0000]]])
+
+        Unscaled scores, as T5's checkpoints need, agree with SDPA's ``scale=``:
+
+        >>> from torch.nn.functional import scaled_dot_product_attention as sdpa
+        >>> q, k, v = torch.eye(3, 4).expand(3, 2, 3, 4).unbind()
+        >>> out, _ = attention(q, k, v, scale=1.0)
+        >>> torch.allclose(out, sdpa(q, k, v, scale=1.0))
+        True
     """
     query, key, value = _checks.attention_inputs(query, key, value, mask, bias)
     _checks.callable_dropout(dropout)
-    d_k = query.shape[-1]
-    scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
+    if scale is None:
+        d_k = query.shape[-1]
+        scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)
+    else:
+        scores = query @ key.transpose(-2, -1) * _checks.real_number("scale", scale)
     if bias is not None:
         scores = scores + bias
     if mask is not None:

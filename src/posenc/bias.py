@@ -614,9 +614,9 @@ class RelativePositionBias(RelativeBias):
         table that their pairs look up; the other rows keep their initial values
         and first enter the bias on longer sequences, untrained. With T5's
         defaults (``num_buckets=32``, ``max_distance=128``) a decoder trained on
-        64 tokens never reaches buckets 27 to 31, which hold the distances 64 to
-        127 and beyond. Train with ``max_distance`` at most ``length`` (or
-        evaluate within it) to leave none.
+        64 tokens never reaches buckets 27 to 31, which hold the distances 67 and
+        beyond (bucket 26, which it reaches, holds 59 to 66). Train with
+        ``max_distance`` at most ``length`` (or evaluate within it) to leave none.
 
         This is a question for the training setup, not a warning at run time:
         a short call (a decoding step, a short batch) does not mean the model

@@ -288,7 +288,7 @@ class TokenAndPositionEmbedding(nn.Module):
             return None
         emb, lut, pe, drop = found
         length = ids.shape[1]
-        weight = lut.weight
+        weight = _runtime.registered(lut, "weight")
         padding = _kernel_padding_idx(lut.padding_idx, weight.shape[0])
         if (
             padding is None
@@ -323,7 +323,7 @@ class TokenAndPositionEmbedding(nn.Module):
         emb, pe = children["embeddings"], children["positional"]
         if type(emb) is not Embeddings or type(pe) is not PositionalEncoding:
             return None
-        lut, drop = emb.lut, pe.dropout
+        lut, drop = _runtime.registered(emb, "lut"), _runtime.registered(pe, "dropout")
         if type(lut) is not nn.Embedding or type(drop) is not nn.Dropout:
             return None
         return emb, lut, pe, drop

@@ -946,8 +946,8 @@ class RotaryEmbedding(DerivedTables):
             if _distributed.is_dtensor(x):
                 return self._sharded(x, offset=offset, positions=positions, seq_len=seq_len)
             x = _checks.rotary_input(x, self.head_dim)
-        if positions is None and seq_len is None and type(offset) is int and x.numel() <= _FEW:
-            step = self._step(x, offset)  # a decoding step's few tokens
+        if positions is None and seq_len is None and type(offset) is int:
+            step = self._step(x, offset)  # a decoding step's few tokens, else None
             if step is not None:
                 return step
         batch = x.shape[0] if x.dim() >= 3 else None
@@ -972,10 +972,10 @@ class RotaryEmbedding(DerivedTables):
     def _step(self, x: Tensor, offset: int) -> Tensor | None:
         """A decoding step's rotation, from widened rows kept by the tables, or None.
 
-        Rotate-half of every feature, eagerly, with nothing to record, at an int offset
-        whose rows the tables of ``x``'s dtype and device hold: the rows of
-        ``TableCache.widened``, then the three kernels of :func:`_rotate_few`. The
-        values of forward's other path, to the bit.
+        A few elements (``_FEW``), rotate-half of every feature, eagerly, with nothing
+        to record, at an int offset whose rows the tables of ``x``'s dtype and device
+        hold: the rows of ``TableCache.widened``, then the three kernels of
+        :func:`_rotate_few`. The values of forward's other path, to the bit.
         """
         # the buffers, without nn.Module.__getattr__'s cost (a decoding step asks each call)
         cos, sin, cache = self._buffers["_cos"], self._buffers["_sin"], self._table_cache
@@ -989,7 +989,8 @@ class RotaryEmbedding(DerivedTables):
             and cos.dtype is (torch.float64 if x.dtype == torch.float64 else torch.float32)
             and cos.device == x.device
             and not (x.requires_grad and torch.is_grad_enabled())
-            and _runtime.fast_path(x)
+            and _runtime.fast_path(x)  # eager: no size is read while compiling
+            and x.numel() <= _FEW
         ):
             return None
         rows = cache.widened(offset, x.shape[-2], cos, sin)
