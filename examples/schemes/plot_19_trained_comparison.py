@@ -32,6 +32,111 @@ if not BENCHMARKS.is_dir():
     BENCHMARKS = (
         Path("../..") / BENCHMARKS
     )  # from examples/schemes, as the gallery runs it
+
+
+def quick_comparison(steps=150, l_train=32, seed=0):
+    """Without the saved runs: a quick version, trained here (seconds per scheme).
+
+    Each scheme in a two-layer byte-level model (d_model 64, 4 heads), trained
+    ``steps`` steps at ``l_train`` bytes on CPython's own ``argparse.py`` (its first
+    90%), then the test loss on 8 KiB of the rest in chunks of 1, 2, 4 and 8 ×
+    ``l_train``. One seed, 150 steps: a sketch of the saved set, not its numbers.
+    """
+    import argparse
+
+    import torch
+    from torch import nn
+    from torch.nn.functional import cross_entropy
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    import posenc
+
+    torch.set_num_threads(1)  # a model this small runs fastest on one thread
+    data = torch.tensor(list(Path(argparse.__file__).read_bytes()))
+    split = len(data) * 9 // 10
+    train, test = data[:split], data[split : split + 8192]
+
+    class Layer(nn.Module):
+        def __init__(self, scheme, d=64, heads=4):
+            super().__init__()
+            self.scheme, self.heads = scheme, heads
+            self.norms = nn.ModuleList([nn.LayerNorm(d), nn.LayerNorm(d)])
+            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            wide = nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)
+            self.mlp = nn.Sequential(*wide)
+            self.rope = posenc.RotaryEmbedding(d // heads)
+            self.bias = {
+                "alibi": posenc.ALiBi(heads),
+                "t5": posenc.RelativePositionBias(heads, bidirectional=False),
+            }.get(scheme)  # a submodule: T5's table trains with the model
+
+        def forward(self, h):
+            b, n, d = h.shape
+            qkv = self.qkv(self.norms[0](h)).view(b, n, 3, self.heads, -1)
+            q, k, v = qkv.transpose(1, 3).unbind(2)
+            if self.scheme == "rope":
+                q, k = self.rope(q), self.rope(k)
+            if self.bias is None:
+                y = sdpa(q, k, v, is_causal=True)
+            else:
+                y = sdpa(q, k, v, attn_mask=self.bias(n, causal=True))
+            h = h + self.out(y.transpose(1, 2).reshape(b, n, d))
+            return h + self.mlp(self.norms[1](h))
+
+    class Model(nn.Module):
+        def __init__(self, scheme, d=64):
+            super().__init__()
+            self.scheme, self.embed = scheme, nn.Embedding(256, d)
+            self.layers = nn.Sequential(Layer(scheme), Layer(scheme))
+            self.head = nn.Linear(d, 256)
+
+        def forward(self, x):
+            h = self.embed(x)
+            if self.scheme == "sinusoid":
+                h = h + posenc.sinusoidal_table(x.shape[1], h.shape[-1])
+            return self.head(self.layers(h))
+
+    def loss(model, chunks):
+        logits = model(chunks[:, :-1])
+        return cross_entropy(logits.flatten(0, 1), chunks[:, 1:].flatten())
+
+    found = {}
+    for scheme in ("nope", "sinusoid", "rope", "alibi", "t5"):
+        torch.manual_seed(seed)
+        model = Model(scheme)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        for _ in range(steps):
+            starts = torch.randint(0, len(train) - l_train - 1, (8, 1))
+            batch = train[starts + torch.arange(l_train + 1)]
+            optimizer.zero_grad()
+            loss(model, batch).backward()
+            optimizer.step()
+        with torch.no_grad():
+            found[scheme] = {}
+            for multiple in (1, 2, 4, 8):
+                n = multiple * l_train + 1
+                chunks = test[: len(test) // n * n].view(-1, n)
+                found[scheme][multiple] = float(loss(model.eval(), chunks))
+        print(scheme, {m: round(v, 3) for m, v in found[scheme].items()})
+    _, ax = plt.subplots(figsize=(6.8, 4.0), layout="constrained")
+    for scheme, losses in found.items():
+        lengths = [m * l_train for m in losses]
+        ax.plot(lengths, list(losses.values()), marker="o", label=scheme)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(lengths, [str(n) for n in lengths])
+    ax.axvline(l_train, color="black", linestyle="--", linewidth=1)
+    ax.set_xlabel("evaluation length (bytes)", fontsize=10)
+    ax.set_ylabel("test loss (nats/byte)", fontsize=10)
+    ax.set_title(f"Quick version: {steps} steps at L_train = {l_train}, one seed")
+    ax.legend(fontsize=10)
+    plt.show()
+    return found
+
+
+if not (BENCHMARKS / "train_analysis.py").is_file():  # downloaded alone
+    print("no saved runs here (they are in the repository): a quick version instead")
+    quick_comparison()
+    sys.exit()
 sys.path.insert(0, str(BENCHMARKS.resolve()))
 import train_analysis as analysis  # benchmarks/ is not a package
 

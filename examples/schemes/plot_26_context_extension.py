@@ -31,6 +31,118 @@ if not BENCHMARKS.is_dir():
     BENCHMARKS = (
         Path("../..") / BENCHMARKS
     )  # from examples/schemes, as the gallery runs it
+
+
+def quick_extension(pretrain=300, finetune=(0, 30), l_train=32, seed=0):
+    """Without the saved runs: a quick version, trained here (under a minute).
+
+    A two-layer byte-level RoPE model (d_model 64, 4 heads) pretrained ``pretrain``
+    steps at ``l_train`` bytes on CPython's own ``argparse.py`` (its first 90%), then
+    fine-tuned at 4 × ``l_train`` with each scaling; the test loss on the rest at 4
+    and 8 × ``l_train`` after each number of steps in ``finetune``. No passkey, one
+    seed: a sketch of the saved set, not its numbers.
+    """
+    import argparse
+    import copy
+
+    import torch
+    from torch import nn
+    from torch.nn.functional import cross_entropy
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    import posenc
+
+    torch.set_num_threads(1)  # a model this small runs fastest on one thread
+    data = torch.tensor(list(Path(argparse.__file__).read_bytes()))
+    split = len(data) * 9 // 10
+    train, test = data[:split], data[split:]
+
+    class Layer(nn.Module):
+        def __init__(self, d=64, heads=4):
+            super().__init__()
+            self.heads = heads
+            self.norms = nn.ModuleList([nn.LayerNorm(d), nn.LayerNorm(d)])
+            self.qkv, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            wide = nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d)
+            self.mlp = nn.Sequential(*wide)
+            self.rope = posenc.RotaryEmbedding(d // heads)
+
+        def forward(self, h):
+            b, n, d = h.shape
+            qkv = self.qkv(self.norms[0](h)).view(b, n, 3, self.heads, -1)
+            q, k, v = qkv.transpose(1, 3).unbind(2)
+            q, k = self.rope(q), self.rope(k)  # YaRN's factor is in its cos and sin
+            y = sdpa(q, k, v, is_causal=True)
+            h = h + self.out(y.transpose(1, 2).reshape(b, n, d))
+            return h + self.mlp(self.norms[1](h))
+
+    def loss(model, chunks):
+        logits = model(chunks[:, :-1])
+        return cross_entropy(logits.flatten(0, 1), chunks[:, 1:].flatten())
+
+    def train_steps(model, steps, length):
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+        for _ in range(steps):
+            starts = torch.randint(0, len(train) - length - 1, (16, 1))
+            optimizer.zero_grad()
+            loss(model, train[starts + torch.arange(length + 1)]).backward()
+            optimizer.step()
+
+    def test_loss(model, multiple):
+        n = multiple * l_train + 1
+        with torch.no_grad():
+            return float(loss(model, test[: len(test) // n * n].view(-1, n)))
+
+    torch.manual_seed(seed)
+    model = nn.Sequential(nn.Embedding(256, 64), Layer(), Layer(), nn.Linear(64, 256))
+    train_steps(model, pretrain, l_train)
+    found = {}
+    for scaling in ("none", "linear", "dynamic", "yarn"):
+        torch.manual_seed(seed + 1)
+        tuned = copy.deepcopy(model)
+        if scaling != "none":
+            parameters = {
+                "rope_type": scaling,
+                "factor": 4.0,
+                "original_max_position_embeddings": l_train,
+                "max_position_embeddings": l_train,
+            }
+            for layer in (tuned[1], tuned[2]):
+                layer.rope = posenc.RotaryEmbedding(16, scaling=parameters)
+        found[scaling] = {}
+        done = 0
+        for steps in finetune:
+            train_steps(tuned, steps - done, 4 * l_train)
+            done = steps
+            found[scaling][steps] = {m: test_loss(tuned, m) for m in (4, 8)}
+        for steps, cell in found[scaling].items():
+            losses = ", ".join(f"{m}x {v:.3f}" for m, v in cell.items())
+            print(f"{scaling:<8} {steps:>3} steps: loss at {losses}")
+    fig, axes = plt.subplots(
+        1, 2, figsize=(6.8, 3.8), layout="constrained", sharey=True
+    )
+    for ax, multiple in zip(axes, (4, 8), strict=True):
+        for scaling, by_steps in found.items():
+            ax.plot(
+                list(by_steps),
+                [cell[multiple] for cell in by_steps.values()],
+                marker="o",
+                label=scaling,
+            )
+        ax.set_xticks(list(finetune))
+        ax.set_xlabel(f"fine-tuning steps at {4 * l_train} bytes", fontsize=10)
+        ax.set_title(f"test loss at {multiple} × L_train", fontsize=10)
+    axes[0].set_ylabel("loss (nats/byte)", fontsize=10)
+    axes[0].legend(fontsize=10)
+    fig.suptitle(f"Quick version: L_train = {l_train}, one seed", fontsize=10)
+    plt.show()
+    return found
+
+
+if not (BENCHMARKS / "train_analysis.py").is_file():  # downloaded alone
+    print("no saved runs here (they are in the repository): a quick version instead")
+    quick_extension()
+    sys.exit()
 sys.path.insert(0, str(BENCHMARKS.resolve()))
 import train_analysis as analysis  # benchmarks/ is not a package
 

@@ -52,7 +52,7 @@ from .sinusoid import LAYOUTS, Layout, inverse_frequencies, sinusoidal_table
 from .timesteps import timestep_embedding
 from .xpos import XPos
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "FIRE",
