@@ -8,7 +8,9 @@ import itertools
 import re
 import subprocess
 import sys
+import warnings
 from types import ModuleType, SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -1052,6 +1054,90 @@ def test_the_generic_rule_reads_no_4x_key_of_a_record(generic: ModuleType) -> No
     assert isinstance(patch_rotary(model).rotaries[0], HFRotaryEmbedding)
     with pytest.raises(ValueError, match=r"rotary_dim=8, a transformers 4\.x key"):
         rotary_from_config({**_GENERIC_CONFIG, "rotary_dim": 8})
+
+
+class _MRopeRotary(_ContractRotary):
+    """Multimodal RoPE on (3, B, L) positions (t, h, w), ``(B, L)`` ones on every axis.
+
+    Its sections, the config's ``mrope_section``, chunked as Qwen2-VL's code does, or
+    interleaved as Qwen3-VL's code (and its copies) do whatever ``mrope_interleaved`` says.
+    """
+
+    interleaved = False
+
+    def forward(self, x, position_ids):  # type: ignore[no-untyped-def]
+        if position_ids.ndim == 2:
+            position_ids = position_ids[None]
+        freqs = position_ids.expand(3, -1, -1)[..., None].float() * self.inv_freq
+        section = self.config.rope_parameters.get("mrope_section", [6, 5, 5])  # the code's
+        if self.interleaved:
+            out = freqs[0].clone()
+            for axis in (1, 2):
+                idx = slice(axis, section[axis] * 3, 3)
+                out[..., idx] = freqs[axis, ..., idx]
+        else:
+            chunks = freqs.split(section, dim=-1)
+            out = torch.cat([chunk[axis] for axis, chunk in enumerate(chunks)], dim=-1)
+        emb = torch.cat((out, out), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+class _InterleavedMRopeRotary(_MRopeRotary):
+    interleaved = True
+
+
+for _cls in (_MRopeRotary, _InterleavedMRopeRotary):
+    _cls.__module__ = _GENERIC
+
+
+@pytest.mark.parametrize(
+    ("kind", "flag", "interleaved"),
+    [  # the code's form wins over the config's flag, whichever it is
+        (_InterleavedMRopeRotary, None, True),
+        (_InterleavedMRopeRotary, False, True),
+        (_MRopeRotary, True, False),
+        (_MRopeRotary, None, False),
+    ],
+)
+def test_the_generic_rule_reads_multimodal_sections_as_the_code_forms_them(
+    generic: ModuleType, kind: type[_MRopeRotary], flag: bool | None, interleaved: bool
+) -> None:
+    params: dict[str, Any] = {"rope_type": "default", "rope_theta": 20_000.0,
+                              "mrope_section": [6, 5, 5]}  # fmt: skip
+    if flag is not None:
+        params["mrope_interleaved"] = flag
+    config = {**_GENERIC_CONFIG, "rope_parameters": params}
+    model = _ContractModel()
+    model.config = SimpleNamespace(**config)
+    model.rotaries = torch.nn.ModuleList([kind(model.config)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        module = patch_rotary(model).rotaries[0]
+    assert isinstance(module, HFRotaryEmbedding)
+    assert (module.rotary.n_axes, module.rotary.axes) == (3, None)
+    positions = torch.tensor([[0, 5, 4095, 10**6], [0, 2, 7, 10**6 + 3], [0, 1, 9, 5]])[:, None]
+    exact = rotary_from_config(
+        {**config, "rope_parameters": {**params, "mrope_interleaved": interleaved}}
+    ).cos_sin(4, positions=positions, batch=1)
+    cos, sin = module(torch.zeros(1), positions)
+    assert torch.equal(cos, torch.cat((exact[0], exact[0]), -1))
+    assert torch.equal(sin, torch.cat((exact[1], exact[1]), -1))
+    # the other form's tables differ at these positions: the reading is the code's
+    other = rotary_from_config(
+        {**config, "rope_parameters": {**params, "mrope_interleaved": not interleaved}}
+    ).cos_sin(4, positions=positions, batch=1)
+    assert not torch.allclose(other[0], exact[0], atol=1e-3)
+
+
+def test_multimodal_rope_whose_config_gives_no_sections_is_left(generic: ModuleType) -> None:
+    # its code falls back on sections of its own: posenc would read one axis, whose tables
+    # agree on (1, L) positions and not on (3, 1, L) ones
+    model = _ContractModel(_InterleavedMRopeRotary)
+    with pytest.raises(TypeError, match=r"takes \(3, B, L\) positions, t, h and w \(multimodal "):
+        patch_rotary(model)
+    assert type(model.rotaries[0]) is _InterleavedMRopeRotary
+    # a module of one axis is still replaced (its tables of (3, 1, L) positions differ in shape)
+    assert isinstance(patch_rotary(_ContractModel()).rotaries[0], HFRotaryEmbedding)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])

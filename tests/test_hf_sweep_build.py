@@ -93,3 +93,71 @@ def test_the_text_part_is_the_shallowest_language_model() -> None:
     outer.model.language_model = model()
     assert sweep.text_part(outer) == "model.language_model"
     assert sweep.text_part(torch.nn.Linear(2, 2)) is None
+
+
+def _row(**more: Any) -> dict[str, Any]:
+    """A measured row within the issue's bar as written; ``more`` changes it."""
+    row: dict[str, Any] = {
+        "generate_equal": True,
+        "logits_diff": {"0": 1e-7, "4096": 5e-6},
+        "error_0": {"hf": 3e-6, "posenc": 3e-6},
+        "error_4096": {"hf": 6e-6, "posenc": 4e-7},
+        "error_1e6": {"hf": 5e-2, "posenc": 5e-6, "floor": 4e-6},
+    }
+    return {**row, **more}
+
+
+def test_the_bar_as_the_issue_writes_it() -> None:
+    sweep = _sweep()
+    row = _row()
+    assert sweep.bar(row) == {"generate": "equal", "0": "1e-5", "4096": "1e-5", "1e6": "100x"}
+    assert sweep.holds(row)
+    assert sweep.bar({"covered": False}) is None
+    assert not sweep.holds({"covered": False})
+    assert sweep.bar(_row(generate_equal=None))["generate"] == "none"  # an encoder
+    assert not sweep.holds(_row(generate_equal=False))
+
+
+def test_a_difference_past_1e5_holds_only_as_the_unpatched_models_own_error() -> None:
+    sweep = _sweep()
+    diff = {"0": 1e-7, "4096": 2e-5}
+    # the unpatched model 2e-5 from float64, the patched one 10x closer: its own error
+    row = _row(logits_diff=diff, error_4096={"hf": 2e-5, "posenc": 2e-6})
+    assert sweep.bar(row)["4096"] == "float64"
+    assert sweep.holds(row)
+    # 8x closer, and more than twice its floor (1e-6) from float64: not explained
+    row = _row(
+        logits_diff=diff,
+        error_0={"hf": 1e-6, "posenc": 1e-6},
+        error_4096={"hf": 2e-5, "posenc": 2.5e-6},
+    )
+    assert sweep.bar(row)["4096"] is None
+    assert not sweep.holds(row)
+    # the same with a floor of 3e-6 (its error at positions 0-23): at the floor
+    row = {**row, "error_0": {"hf": 3e-6, "posenc": 3e-6}}
+    assert sweep.bar(row)["4096"] == "float64"
+    assert sweep.holds(row)
+    # at the floor but not 2x closer than the unpatched model: not explained either
+    row = _row(logits_diff=diff, error_4096={"hf": 2e-5, "posenc": 1.1e-5},
+               error_0={"hf": 6e-6, "posenc": 6e-6})  # fmt: skip
+    assert sweep.bar(row)["4096"] is None
+    # the window at 0 is held to the same rule
+    row = _row(logits_diff={"0": 2e-5, "4096": 1e-6})
+    assert sweep.bar(row)["0"] is None
+
+
+def test_at_a_million_100x_closer_or_at_the_float32_floor() -> None:
+    sweep = _sweep()
+    # 99x closer and far above its floor: fails
+    row = _row(error_1e6={"hf": 9.9e-4, "posenc": 1e-5, "floor": 1e-6})
+    assert sweep.bar(row)["1e6"] is None
+    assert not sweep.holds(row)
+    # the same errors with a floor of 6e-6 (linear attention): nothing left to remove
+    row = _row(error_1e6={"hf": 9.9e-4, "posenc": 1e-5, "floor": 6e-6})
+    assert sweep.bar(row)["1e6"] == "floor"
+    assert sweep.holds(row)
+    # at the floor, but the unpatched model as close: the rotary changed nothing
+    row = _row(error_1e6={"hf": 1e-5, "posenc": 1e-5, "floor": 1e-5})
+    assert sweep.bar(row)["1e6"] is None
+    row = _row(error_1e6={"hf": 1.9e-5, "posenc": 1e-5, "floor": 1e-5})
+    assert sweep.bar(row)["1e6"] is None

@@ -1057,7 +1057,9 @@ def _disagreement(original: nn.Module, new: HFRotaryEmbedding) -> str | None:
 
     Both are called on float32 input at positions ``0 .. _PROBE - 1`` (for
     multimodal RoPE ``(3, 1, L)`` positions with three different axes), per layer
-    type; every table must have the same shape and agree within ``_AGREE``.
+    type; every table must have the same shape and agree within ``_AGREE``. Where
+    posenc reads one axis, the module must not be multimodal RoPE whose config
+    does not say so (:func:`_takes_axes`).
     """
     kinds: list[str | None] = list(new.rotary) if isinstance(new.rotary, nn.ModuleDict) else [None]
     original, device = _reference(original)
@@ -1080,13 +1082,44 @@ def _disagreement(original: nn.Module, new: HFRotaryEmbedding) -> str | None:
             return f"its tables have the shapes {shapes[0]}, posenc's {shapes[1]}"
         pairs = zip(theirs, ours, strict=True)
         worst = max((float((a.double() - b.double()).abs().max()) for a, b in pairs), default=0.0)
+        where = "" if kind is None else f" (layer type {kind!r})"
         if not worst <= _AGREE:
-            where = "" if kind is None else f" (layer type {kind!r})"
             return (
                 f"its tables differ from posenc's by {worst:.3g} at positions below {_PROBE}"
                 f"{where}; the bound is {_AGREE:g}"
             )
+        if pos is positions and _takes_axes(original, args, theirs):
+            return (
+                f"it takes (3, B, L) positions, t, h and w{where} (multimodal RoPE), but "
+                "its config gives no mrope_section: posenc would read one axis"
+            )
     return None
+
+
+def _takes_axes(original: nn.Module, args: tuple[Any, ...], theirs: list[Tensor]) -> bool:
+    """Whether a module whose tables agree on ``(1, L)`` positions is multimodal RoPE.
+
+    Called on ``(3, 1, L)`` positions of three different axes, it returns tables of the
+    same shapes that differ from those of the first axis alone.
+    """
+    x, positions, *rest = args
+    axes = torch.stack((positions, positions // 2, positions // 3))
+    try:
+        with torch.no_grad():
+            found = [t.cpu() for t in _parts(original(x, axes, *rest))]
+    except Exception:  # a module of one axis refuses them, or broadcasts them otherwise
+        return False
+    if [t.shape for t in found] != [t.shape for t in theirs]:
+        return False
+    pairs = zip(found, theirs, strict=True)
+    return any(float((a.double() - b.double()).abs().max()) > _AGREE for a, b in pairs)
+
+
+def _multimodal(module: HFRotaryEmbedding) -> bool:
+    """Whether a module's tables are multimodal RoPE's, on ``(3, B, L)`` positions."""
+    rotary = module.rotary
+    found = [rotary] if isinstance(rotary, RotaryEmbedding) else list(rotary.values())
+    return any(isinstance(r, RotaryEmbedding) and r.n_axes == 3 and r.axes is None for r in found)
 
 
 def _rotary_width(module: HFRotaryEmbedding) -> int:
@@ -1177,7 +1210,10 @@ def patch_rotary(model: nn.Module) -> nn.Module:
     as :func:`rotary_from_config` reads it (a config per layer type where the
     config resolves one, as Gemma 4's ``per_layer_config``), its tables' form and
     dtype from the module: widened, else interleaved pairs with repeated tables
-    (Cohere 2's) where widened ones disagree; one value per pair (``"halved"``,
+    (Cohere 2's) where widened ones disagree; multimodal RoPE (a config with
+    ``mrope_section``) as the config's ``mrope_interleaved`` says, else with its
+    sections interleaved, else chunked (Qwen3-VL's code and its copies
+    interleave them whatever the flag); one value per pair (``"halved"``,
     gpt-oss's); one complex table (DeepSeek-V2's ``freqs_cis``). The replaced
     module's ``config`` goes with its replacement.
 
@@ -1238,6 +1274,12 @@ def patch_rotary(model: nn.Module) -> nn.Module:
                 else:  # rotate-half, else interleaved pairs (Cohere 2's repeated tables)
                     pairs = dataclasses.replace(record, layout="interleaved", form="repeated")
                     readings = [record, pairs]
+                if _multimodal(new):  # M-RoPE: its sections interleaved, else chunked, whatever
+                    # the config's mrope_interleaved says (Qwen3-VL's code interleaves always)
+                    readings[1:1] = [
+                        dataclasses.replace(readings[0], mrope=((0, 0, 0), interleaved))
+                        for interleaved in (True, False)
+                    ]
             for reading in readings:  # the first whose tables agree; else the first's reason
                 new = _replacement(module, model, reading, table_dtype)
                 why = _disagreement(module, new)  # verified on the CPU, in float32

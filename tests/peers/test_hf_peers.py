@@ -1056,6 +1056,9 @@ RULE_FAMILIES = (
     # interleaved repeated tables; complex freqs_cis; a head size per layer type (its
     # per_layer_config); a third of the head rotated
     "cohere2", "deepseek_v2", "gemma4_text", "mimo_v2_flash",
+    # rotary in the sliding layers only; one table per layer type, half rotated; Gemma 3n;
+    # multimodal RoPE whose sections interleave whatever mrope_interleaved says
+    "flint", "zaya", "gemma3n_text", "hy_v4_vl", "cosmos3_edge",
 )  # fmt: skip
 
 
