@@ -516,15 +516,20 @@ def unnamed_allocators(text: str, figures: list[tuple[int, str]], language: str)
     ['a figure of the stable allocator']
     >>> unnamed_allocators("With the stable\\nallocator, X.", [(27, "stable")], "en")
     []
+    >>> unnamed_allocators("With the stable allocator, X.", [(27, "stable")], "ko")
+    []
     """
+    # a page's language, or English where the page is not translated
     names = ALLOCATOR_NAMES.get(language, ALLOCATOR_NAMES["en"])
+    english = ALLOCATOR_NAMES["en"]
     found = []
     start = 0
     bounds = [m.start() for m in SENTENCE_END.finditer(text)] + [len(text)]
     for end in bounds:
         sentence = " ".join(text[start:end].lower().split())  # a name may span lines
         for at, allocator in figures:
-            if start <= at < end and names.get(allocator, allocator).lower() not in sentence:
+            named = (names.get(allocator, allocator), english.get(allocator, allocator))
+            if start <= at < end and not any(n.lower() in sentence for n in named):
                 found.append(f"a figure of the {COMPARISONS['en']['allocators'][allocator]}")
         start = end
     return found

@@ -44,6 +44,12 @@ BOUNDS = re.compile(
     r"\b(under|below|within|at most|less than|smaller than|above|over|more than|at least)\s+$"
 )
 UPPER = ("under", "below", "within", "at most", "less than", "smaller than")
+#: The same bounds in Korean and Japanese, which follow the figure (and its unit):
+#: "0.32 rad 미만", "0.32 rad 未満".
+BOUNDS_AFTER = re.compile(
+    r"^\s*(?:[A-Za-z%]+\s*)?(?P<upper>미만|이하|이내|未満|以下|以内|を下回)|"
+    r"^\s*(?:[A-Za-z%]+\s*)?(?P<lower>초과|이상|を超え|以上)"
+)
 #: Figures typed in an example's comments or a caption of its figure that are not results
 #: of its run, by example, with the reason.
 NOT_RESULTS: dict[str, dict[str, str]] = {
@@ -130,6 +136,8 @@ def unsupported(prose: str, source: str, allowed: dict[str, str] | None = None) 
     ['0.75']
     >>> unsupported("head 7, 64 tokens, three quarters", "")
     []
+    >>> unsupported("0.32 rad 미만으로", "0.313 rad"), unsupported("0.32 rad 未満", "0.5")
+    ([], ['0.32'])
     """
     printed = [float(m.group()) for m in PRINTED.finditer(source)]
     missing = []
@@ -140,6 +148,10 @@ def unsupported(prose: str, source: str, allowed: dict[str, str] | None = None) 
         bound = BOUNDS.search(prose[max(0, match.start() - 20) : match.start()])
         value = float(figure) / (100 if percent else 1)
         if bound and bound_holds(bound.group(1), value, printed):
+            continue
+        after = BOUNDS_AFTER.search(prose[match.end() : match.end() + 16])
+        side = None if after is None else "under" if after["upper"] else "above"
+        if side and bound_holds(side, value, printed):
             continue
         if not agrees(figure, percent, printed):
             missing.append(match.group().strip())
