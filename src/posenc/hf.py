@@ -1080,8 +1080,7 @@ def _disagreement(original: nn.Module, new: HFRotaryEmbedding) -> str | None:
         shapes = [tuple(t.shape) for t in theirs], [tuple(t.shape) for t in ours]
         if shapes[0] != shapes[1]:
             return f"its tables have the shapes {shapes[0]}, posenc's {shapes[1]}"
-        pairs = zip(theirs, ours, strict=True)
-        worst = max((float((a.double() - b.double()).abs().max()) for a, b in pairs), default=0.0)
+        worst = _worst(theirs, ours)
         where = "" if kind is None else f" (layer type {kind!r})"
         if not worst <= _AGREE:
             return (
@@ -1111,8 +1110,13 @@ def _takes_axes(original: nn.Module, args: tuple[Any, ...], theirs: list[Tensor]
         return False
     if [t.shape for t in found] != [t.shape for t in theirs]:
         return False
-    pairs = zip(found, theirs, strict=True)
-    return any(float((a.double() - b.double()).abs().max()) > _AGREE for a, b in pairs)
+    return _worst(found, theirs) > _AGREE
+
+
+def _worst(theirs: list[Tensor], ours: list[Tensor]) -> float:
+    """The largest difference between two lists of tables of the same shapes, in float64."""
+    pairs = zip(theirs, ours, strict=True)
+    return max((float((a.double() - b.double()).abs().max()) for a, b in pairs), default=0.0)
 
 
 def _multimodal(module: HFRotaryEmbedding) -> bool:
