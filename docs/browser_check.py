@@ -67,7 +67,8 @@ Pages listed in ``PENDING_PAGES`` (``docs/_ext/gallery_hooks.py``), being rebuil
 are checked and their problems printed, but they do not fail the check.
 Saved: full-page screenshots of the index, the guide's pages, the API page, the
 seeds page and each gallery example, at both widths, in
-``docs/_build/screenshots/<language>/1280/`` and ``.../390/``.
+``docs/_build/screenshots/<language>/1280/`` and ``.../390/``, for a person to look
+at; no check reads them, and ``--screenshots=no`` (CI) leaves them out.
 
 Chromium is the Debian package (``/usr/bin/chromium``, or ``$CHROMIUM``), driven by
 Playwright; Playwright's own browser downloads are never used.
@@ -90,7 +91,7 @@ from fnmatch import fnmatch
 from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
-from playwright.sync_api import ConsoleMessage, Page, Request, Route, sync_playwright
+from playwright.sync_api import ConsoleMessage, Page, Request, sync_playwright
 
 ROOT = Path(__file__).resolve().parent
 sys.path.insert(0, str(ROOT / "_ext"))
@@ -366,6 +367,8 @@ class Problems:
         self.pending: list[str] = []
         self.page = "(none)"
         self.icon = re.compile(r"/_static/favicon\.\w+$")
+        self._asked: dict[Request, int] = {}  # each request in flight: the page that asked
+        self._shown = [0]  # the pages opened so far
 
     def add(self, what: str) -> None:
         pending = self.page.removesuffix(".html") in PENDING_PAGES
@@ -387,11 +390,14 @@ class Problems:
         # read that is lost fails.
         shown = [0]
         asked: dict[Request, int] = {}
+        self._asked, self._shown = asked, shown
 
         def on_request(request: Request) -> None:
             if request.is_navigation_request() and request.frame == page.main_frame:
                 shown[0] += 1
             asked[request] = shown[0]
+            if not request.url.startswith((origin, "data:", "blob:", "about:")):
+                self.add(f"request outside the site: {request.url}")
 
         def on_failed(request: Request) -> None:
             left = asked.pop(request, shown[0]) < shown[0]
@@ -399,21 +405,27 @@ class Problems:
                 return  # check_icon loads the icon itself
             self.add(f"request failed: {request.url} ({request.failure})")
 
-        def route(r: Route) -> None:
-            url = r.request.url
-            if url.startswith(origin) or url.startswith(("data:", "blob:", "about:")):
-                r.continue_()
-            else:
-                self.add(f"request outside the site: {url}")
-                r.abort()
-
         page.on("console", on_console)
         page.on("pageerror", lambda exc: self.add(f"page error: {exc}"))
         page.on("response", on_response)
         page.on("request", on_request)
         page.on("requestfinished", lambda request: asked.pop(request, None))
         page.on("requestfailed", on_failed)
-        page.route("**/*", route)
+        # A request outside the site is refused (on_request reports it). Only those are
+        # routed, matched in the browser: routing every request through Python would cost
+        # a round trip each, dozens a page.
+        outside = rf"^(?!{re.escape(origin)}|data:|blob:|about:)"
+        page.route(re.compile(outside), lambda r: r.abort())
+
+    def settle(self, page: Page) -> None:
+        """Wait until no request of the page shown is in flight (what Playwright's
+        ``networkidle`` waits for, without its fixed half second of quiet a page)."""
+        deadline = time.monotonic() + WAIT_MS / 1000
+        while any(n == self._shown[0] for n in self._asked.values()):
+            if time.monotonic() > deadline:
+                self.add("requests still in flight after the page's time")
+                return
+            page.wait_for_timeout(20)
 
 
 def pages(html: Path) -> list[str]:
@@ -435,11 +447,12 @@ def screenshot_name(rel: str) -> str | None:
     return None
 
 
-def load(page: Page, url: str) -> None:
+def load(page: Page, url: str, problems: Problems) -> None:
     page.goto(url, wait_until="load")
-    page.wait_for_load_state("networkidle")
+    problems.settle(page)
     page.evaluate(IMAGES_JS)  # every image decoded before anything is measured
     page.evaluate(MATH_JS)  # and the math typeset
+    problems.settle(page)  # and what those asked for (a font MathJax needed) arrived
 
 
 def check_layout(page: Page, problems: Problems, width: int, *, scroll: bool) -> None:
@@ -649,10 +662,10 @@ def check_switcher(page: Page, problems: Problems, base: str, language: str) -> 
     for target in LANGUAGES:
         if target == language:
             continue
-        load(page, f"{base}{language}/{rel}")
+        load(page, f"{base}{language}/{rel}", problems)
         page.click(f'.posenc-languages a[data-language="{target}"]', force=True)
         page.wait_for_load_state("load")
-        page.wait_for_load_state("networkidle")
+        problems.settle(page)
         lang = page.evaluate("() => document.documentElement.lang")
         if not page.url.endswith(f"/{target}/{rel}") or lang != target:
             problems.add(f"the switcher's {target} link opened {page.url} (lang {lang!r})")
@@ -729,6 +742,11 @@ def main(argv: list[str]) -> int:
     languages = options["languages"].split(",") if "languages" in options else list(LANGUAGES)
     # --pages=index.html,guide/*: only these pages (a quicker look while writing one)
     patterns = options["pages"].split(",") if "pages" in options else ["*"]
+    # --screenshots=no: check every page, save no picture of it (what CI needs)
+    if options.get("screenshots", "yes") not in ("yes", "no"):
+        print("--screenshots takes yes or no", file=sys.stderr)
+        return 2
+    pictures = options.get("screenshots", "yes") == "yes"
     html = Path(args[0]).resolve() if args else ROOT / "_build" / "html"
     shots = ROOT / "_build" / "screenshots"
     missing = [code for code in languages if not (html / code / "index.html").is_file()]
@@ -745,15 +763,24 @@ def main(argv: list[str]) -> int:
     if PART in argv:  # one language's pages, for the run below
         (language,) = languages
         shutil.rmtree(shots / language, ignore_errors=True)
-        return check_language(html, language, patterns, shots)
+        return check_language(html, language, patterns, shots if pictures else None)
     shutil.rmtree(shots, ignore_errors=True)
     # Each language in a process of its own, side by side: a page check mostly waits
     # (for the network to fall idle, for fonts, MathJax and the screenshot), so three
     # browsers at once take about the time of one. Their reports are printed in order.
     pages_option = f"--pages={','.join(patterns)}"
+    shots_option = f"--screenshots={'yes' if pictures else 'no'}"
     runs = [
         subprocess.Popen(
-            [sys.executable, __file__, str(html), f"--languages={code}", pages_option, PART],
+            [
+                sys.executable,
+                __file__,
+                str(html),
+                f"--languages={code}",
+                pages_option,
+                shots_option,
+                PART,
+            ],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
@@ -779,8 +806,9 @@ def main(argv: list[str]) -> int:
     return 1 if problems.items or failed else 0
 
 
-def check_language(html: Path, language: str, patterns: list[str], shots: Path) -> int:
-    """Every page of one language at both widths, its search and its switchers."""
+def check_language(html: Path, language: str, patterns: list[str], shots: Path | None) -> int:
+    """Every page of one language at both widths, its search and its switchers; each
+    page's screenshot in ``shots`` (none if None)."""
     problems = Problems()
     total_pages = figures = 0
     with serve(html) as root, sync_playwright() as pw:
@@ -797,7 +825,8 @@ def check_language(html: Path, language: str, patterns: list[str], shots: Path) 
         total_pages += len(todo)
         for viewport in (DESKTOP, PHONE):
             width = viewport["width"]
-            (shots / language / str(width)).mkdir(parents=True, exist_ok=True)
+            if shots is not None:
+                (shots / language / str(width)).mkdir(parents=True, exist_ok=True)
             context = browser.new_context(viewport=viewport, locale=language)
             # Three browsers share the machine's cores: a full-page screenshot of the
             # API page can take longer than Playwright's 30 s when they all draw at once.
@@ -807,7 +836,7 @@ def check_language(html: Path, language: str, patterns: list[str], shots: Path) 
             problems.watch(page, root.rstrip("/"))
             for rel in todo:
                 problems.page = f"{language}/{rel}"
-                load(page, base + rel)
+                load(page, base + rel, problems)
                 check_layout(page, problems, width, scroll=rel.startswith(SOURCE_PAGES))
                 if viewport is DESKTOP:
                     check_page(page, problems, base + rel)
@@ -819,7 +848,7 @@ def check_language(html: Path, language: str, patterns: list[str], shots: Path) 
                     check_display_math(page, problems)
                     check_figures(page, problems, text, phone=True)
                 name = screenshot_name(rel)
-                if name:
+                if name and shots is not None:
                     shot = shots / language / str(width) / name
                     page.screenshot(path=str(shot), full_page=True)
             if viewport is DESKTOP:
@@ -830,10 +859,11 @@ def check_language(html: Path, language: str, patterns: list[str], shots: Path) 
                 check_file_switcher(browser, problems, html, language)
             context.close()
         browser.close()
+    saved = f"screenshots in {shots / language}" if shots is not None else "no screenshots"
     print(
         f"checked {total_pages} pages in {language} at {DESKTOP['width']} and "
         f"{PHONE['width']} px, {figures} gallery figures, the search page and the "
-        f"switchers; screenshots in {shots / language}"
+        f"switchers; {saved}"
     )
     for item in problems.pending:
         print("PENDING (not failing: the page is being rebuilt)", item)
