@@ -73,7 +73,7 @@ def test_verdicts_come_from_the_interval_of_the_difference() -> None:
     # two seeds of CoPE: pending, whatever the figures
     found, why = task_results.verdict(RUNS, "better cope rope count 2")
     assert found == "pending"
-    assert "2 and 3 seeds" in why
+    assert why == "fewer than 3 seeds saved"  # words that stay the same as runs are saved
     assert task_results.verdict(RUNS, "better learned rope copy 2")[0] == "n/a"
     assert task_results.verdict([], "better nope rope copy 2")[0] == "pending"
 
@@ -175,3 +175,4 @@ def test_the_page_with_runs_shows_them_and_their_verdicts(tmp_path: Path) -> Non
     assert "refused" in text  # the learned table past its rows
     assert "reproduced" in text
     assert "not separable" in text
+    assert "0.61 / 0.31" in text  # the means at 2x, numbers only

@@ -151,6 +151,10 @@ def difference(a: list[float], b: list[float]) -> tuple[float, float]:
 def verdict(runs: list[dict[str, Any]], claim: str) -> tuple[str, str]:
     """``better A B TASK M``: the verdict and the figures it rests on.
 
+    The figures are numbers only (the two means, then the difference's interval), or a
+    reason in words that do not change as runs are saved: the page translates its words
+    once, and never a number.
+
     >>> verdict([], "better nope rope copy 2")
     ('pending', 'no runs yet')
     """
@@ -163,14 +167,12 @@ def verdict(runs: list[dict[str, Any]], claim: str) -> tuple[str, str]:
     if not runs:
         return "pending", "no runs yet"
     if len(a) < MIN_SEEDS or len(b) < MIN_SEEDS:
-        return "pending", f"{len(a)} and {len(b)} seeds saved, {MIN_SEEDS} needed"
+        return "pending", f"fewer than {MIN_SEEDS} seeds saved"
     if None in a or None in b:
         return "n/a", "a scheme is refused at this length"
     low, high = difference([float(x) for x in a], [float(y) for y in b])
-    figures = (
-        f"{statistics.fmean(a):.2f} vs {statistics.fmean(b):.2f}; "  # type: ignore[arg-type]
-        f"difference {low:+.2f} to {high:+.2f}"
-    )
+    means = f"{statistics.fmean(a):.2f} / {statistics.fmean(b):.2f}"  # type: ignore[arg-type]
+    figures = f"{means}; [{low:+.2f}, {high:+.2f}]"
     if low > 0:
         return "reproduced", figures
     if high < 0:
@@ -346,15 +348,24 @@ def findings_table(
         found, figures = verdict(runs, claim)
         _, first, second, task, multiple = claim.split()
         tested = f"{LABELS[first]} over {LABELS[second]}, {task} at {multiple}×"
+        if found in ("reproduced", "not reproduced", "not separable"):
+            figure = _cell(*figures.split("; "))  # numbers: never a message
+        else:
+            figure = _cell(figures, where=where)  # a reason in words
         rows.append(
             [
                 _cell(paper, where=where),
                 _cell(words, tested, where=where),
                 _cell(found, where=where),
-                _cell(figures, where=where),
+                figure,
             ]
         )
-    heads = ["paper", "finding, and where this run tests it", "this run", "figures"]
+    heads = [
+        "paper",
+        "finding, and where this run tests it",
+        "this run",
+        "means (first / second); the difference's 95% interval",
+    ]
     title = "The papers' findings and this run's verdicts, computed from the saved runs"
     return _table(heads, [18, 40, 14, 28], rows, title, where)
 
