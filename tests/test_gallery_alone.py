@@ -10,7 +10,8 @@ and compute a quick version itself.
 The scripts that read saved files run in every ``nox -s tests`` (their quick versions
 take seconds each, on one thread); the others read no file, which is checked here, and
 compute everything they draw (the docs build runs them all, from the repository). They
-run alone too where ``POSENC_GALLERY_ALONE=all`` is set, as CI sets it (``.ci/run``).
+run alone too where ``POSENC_GALLERY_ALONE=all`` is set (every script), or ``=rest``
+(only those others: what CI adds, in ``.ci/run``, to the ``nox -s tests`` it has run).
 """
 
 from __future__ import annotations
@@ -29,8 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = sorted((ROOT / "examples").rglob("plot_*.py"))
 # A script that names the repository's benchmarks (its saved results or its harness).
 READS_SAVED = [path for path in SCRIPTS if "benchmarks" in path.read_text(encoding="utf-8")]
-EVERY = os.environ.get("POSENC_GALLERY_ALONE") == "all"
-CHOSEN = SCRIPTS if EVERY else READS_SAVED
+CHOICES = {
+    "": READS_SAVED,
+    "all": SCRIPTS,
+    "rest": [path for path in SCRIPTS if path not in READS_SAVED],
+}
+ASKED = os.environ.get("POSENC_GALLERY_ALONE", "")
+if ASKED not in CHOICES:
+    raise ValueError(f"POSENC_GALLERY_ALONE is 'all', 'rest' or unset, not {ASKED!r}")
+CHOSEN = CHOICES[ASKED]
 
 
 def test_the_scripts_that_read_saved_runs_are_found() -> None:
