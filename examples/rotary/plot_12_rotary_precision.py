@@ -83,7 +83,7 @@ print(f"angle error at position 1,000, worst pair, bfloat16: {angle_error:.2f} r
 # cos and sin and of its products, until the float32 angles themselves drift
 # (their error grows as :math:`m \cdot 2^{-24}`). Cast to bfloat16, its error
 # grows with the position from about 10 on and reaches 1, the size of the
-# values, near 2,000 positions. posenc's
+# values, near 1,000 positions. posenc's
 # error stays at the rounding of the result at every position: half a bfloat16
 # unit in the last place of the value (the dotted line for values between 2 and
 # 4; the two blips are values above 4, whose unit is twice as large).

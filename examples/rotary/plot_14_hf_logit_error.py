@@ -3,8 +3,8 @@ A Hugging Face Llama, patched: logit error against the start position
 =====================================================================
 
 Hugging Face's rotary modules compute the phase ``position × inv_freq`` in
-float32, whatever the model's dtype: at position :math:`10^6` the phase of the
-fastest pair is off by up to :math:`10^6 \cdot 2^{-24} \approx 0.06` radians.
+float32, whatever the model's dtype: at position :math:`10^6` a phase is off
+by as much as :math:`10^6 \cdot 2^{-24} \approx 0.06` radians.
 :func:`posenc.hf.patch_rotary` replaces the module by one that computes the
 tables from float64 phases and rounds them once. This example measures the
 logits of a tiny random Llama against the same weights run in float64 with
