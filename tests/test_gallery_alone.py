@@ -58,6 +58,24 @@ def test_only_the_scripts_that_read_saved_runs_touch_files(script: Path) -> None
         assert not FILES.findall(text), f"{script.name} reads files: {FILES.findall(text)}"
 
 
+# What draws from torch's generator: its random functions, and the modules whose weights
+# are drawn when they are built (torch's and posenc's).
+DRAWS = re.compile(
+    r"torch\.(randn|rand|randint|randperm|normal|bernoulli|multinomial)\(|\.(normal|uniform)_\("
+    r"|nn\.(Linear|Embedding)\(|\b(Embeddings|TokenAndPositionEmbedding|LearnedPositionalEmbedding"
+    r"|RelativePositionBias|KERPLE|FIRE|CoPE|MultiHeadedAttention)\("
+)
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[path.name for path in SCRIPTS])
+def test_a_script_that_draws_random_numbers_seeds_them(script: Path) -> None:
+    """The docs build seeds the generators before each script; a reader's run does not, so
+    a script that draws seeds torch itself, or its figure changes from run to run."""
+    text = script.read_text(encoding="utf-8")
+    if DRAWS.search(text):
+        assert "torch.manual_seed(" in text, f"{script.name} draws {DRAWS.findall(text)[:3]}"
+
+
 @pytest.mark.parametrize("script", CHOSEN, ids=[path.name for path in CHOSEN])
 def test_gallery_script_runs_alone(script: Path, tmp_path: Path) -> None:
     alone = tmp_path / script.name

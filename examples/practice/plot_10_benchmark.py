@@ -30,6 +30,8 @@ from torch.nn.functional import embedding
 
 from posenc import TokenAndPositionEmbedding, sinusoidal_table
 
+torch.manual_seed(0)  # the same random numbers wherever the script runs
+
 B, L, D, VOCAB = 16, 512, 512, 16_000
 ids = torch.randint(0, VOCAB, (B, L))
 

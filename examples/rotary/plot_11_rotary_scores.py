@@ -22,6 +22,8 @@ import torch
 
 import posenc
 
+torch.manual_seed(0)  # the same random numbers wherever the script runs
+
 head_dim = 64
 rope = posenc.RotaryEmbedding(head_dim).double()
 q, k = torch.randn(2, 1, head_dim, dtype=torch.float64)

@@ -24,6 +24,7 @@ from torch import nn
 
 import posenc
 
+torch.manual_seed(0)  # the same random numbers wherever the script runs
 head_dim = 64
 
 

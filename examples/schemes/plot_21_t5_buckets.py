@@ -21,6 +21,8 @@ import torch
 
 import posenc
 
+torch.manual_seed(0)  # the same random numbers wherever the script runs
+
 r = torch.arange(-200, 201)
 encoder = posenc.relative_position_bucket(r)
 decoder = posenc.relative_position_bucket(r, bidirectional=False)

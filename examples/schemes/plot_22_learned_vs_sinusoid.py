@@ -21,6 +21,8 @@ import torch
 
 import posenc
 
+torch.manual_seed(0)  # the same random numbers wherever the script runs
+
 max_len, d_model, length = 64, 32, 192
 sinusoid = posenc.PositionalEncoding(d_model, max_len=max_len)
 learned = posenc.LearnedPositionalEmbedding(max_len, d_model)

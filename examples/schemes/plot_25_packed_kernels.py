@@ -28,6 +28,8 @@ import torch
 
 import posenc
 
+torch.manual_seed(0)  # the same random numbers wherever the script runs
+
 lengths = [5, 9, 3, 7]
 docs = posenc.document_ids(lengths)
 print("documents:", docs.tolist())
