@@ -19,7 +19,9 @@ Every number the Performance page shows comes from the JSON file that
   many cores (``load averages 0.83–1.94 on 2 cores``); ``.. bench-machine::`` adds a
   caution when the run was loaded (:data:`LOADED`);
 - ``:bench-goal:`1.10×``` — a number set by hand (a goal, a threshold), not measured:
-  shown as typed, and exempt from the check of typed figures.
+  shown as typed, and exempt from the check of typed figures;
+- ``:bench-meets:`GOAL KEY CASE ALLOCATOR REF``` — whether the saved ratio is within a
+  goal set by hand: ``meets it (1.21×)`` or ``misses it (1.56×)``.
 
 On a page that shows any figure of the run, the build fails (under -W) where
 (:func:`check_comparison_words`):
@@ -57,6 +59,50 @@ SAME = 0.005
 #: A run whose load average reached this share of its cores is flagged as loaded: other
 #: work then shared the cores during some of its rounds.
 LOADED = 0.5
+
+#: Whether a ratio is within a goal, by language (``{ratio}`` as the tables print it).
+GOAL_WORDS: dict[str, dict[bool, str]] = {
+    "en": {True: "meets it ({ratio}×)", False: "misses it ({ratio}×)"},
+    "ko": {True: "목표 안이다({ratio}배)", False: "목표에 못 미친다({ratio}배)"},
+    "ja": {True: "目標を満たします（{ratio} 倍）", False: "目標に届きません（{ratio} 倍）"},
+}
+
+
+def against_goal(goal: float, ratio: float, language: str) -> str:
+    """Whether ``ratio`` (as the tables print it, two decimals) is within ``goal``.
+
+    >>> against_goal(1.30, 1.2104, "en"), against_goal(1.30, 1.5561, "en")
+    ('meets it (1.21×)', 'misses it (1.56×)')
+    >>> against_goal(1.30, 1.304, "en")  # as printed, 1.30: within
+    'meets it (1.30×)'
+    """
+    shown = f"{ratio:.2f}"
+    words = GOAL_WORDS.get(language, GOAL_WORDS["en"])
+    return words[float(shown) <= goal].format(ratio=shown)
+
+
+class BenchMeetsRole(SphinxRole):
+    """``:bench-meets:`GOAL KEY CASE ALLOCATOR REF``` — a saved ratio against a goal."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        try:
+            goal, key, case_name, allocator, ref = self.text.replace("×", "").split()
+            if ref not in ("floor", "baseline"):
+                raise ValueError("GOAL KEY CASE ALLOCATOR floor|baseline")
+            results, _ = _load(self.env)
+            case = next(c for c in _section(results, key)["cases"] if c["name"] == case_name)
+            ratio = case["allocators"][allocator][f"vs_{ref}"]
+            if ratio is None:
+                raise ValueError(f"case {case_name!r} has no ratio to a {ref}")
+            text = against_goal(float(goal), ratio, self.env.config.language or "en")
+        except (ValueError, KeyError, StopIteration) as exc:
+            message = self.inliner.reporter.error(
+                f"bench-meets: cannot read {self.text!r} from the saved run: {exc!r}",
+                line=self.lineno,
+            )
+            return [nodes.problematic(self.rawtext, self.rawtext)], [message]
+        return [nodes.inline(text, text, classes=["bench-figure"])], []
+
 
 #: The allocator's name as a sentence must hold it, by language, for each figure.
 ALLOCATOR_NAMES: dict[str, dict[str, str]] = {
@@ -633,6 +679,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_role("bench-vs", BenchCompareRole())
     app.add_role("bench-load", BenchLoadRole())
     app.add_role("bench-goal", BenchGoalRole())
+    app.add_role("bench-meets", BenchMeetsRole())
     app.connect("doctree-read", check_comparison_words)
     # the same check for the gallery's comments and the captions of its figures
     app.setup_extension("typed_figures")
