@@ -93,6 +93,13 @@ def test_checks_pass_fail_and_refuse_what_the_runs_cannot_decide() -> None:
         task_results.check([], "better nope rope copy 2")
     with pytest.raises(ExtensionError, match="cannot read"):
         task_results.check(RUNS, "best nope copy 2")
+    # exact match: the runs' exact accuracy is half their per-token one (see _run)
+    assert task_results.verdict(RUNS, "better rope+random rope copy 2 exact")[1].startswith(
+        "0.30 / 0.15"
+    )
+    task_results.check(RUNS, "better rope+random rope copy 4 exact")
+    with pytest.raises(ExtensionError, match="cannot read"):
+        task_results.check(RUNS, "better rope+random rope copy 4 nearly")
 
 
 def test_one_config_at_a_time(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ Every number of the "Length generalization on tasks" page comes from the files t
   build fails if the runs contradict one, or lack it (write claims once the runs are
   saved). It renders nothing.
 
-The claims (accuracy is per-token; M is the multiple of n, 1, 2 or 4):
+The claims (accuracy is per-token, or exact-match where a comparison ends in ``exact``;
+M is the multiple of n, 1, 2 or 4):
 
   ``better A B TASK M``      the bootstrap interval of mean(A) - mean(B) lies above 0
   ``separable A B TASK M``   that interval does not hold 0 (either way)
@@ -159,11 +160,13 @@ def verdict(runs: list[dict[str, Any]], claim: str) -> tuple[str, str]:
     ('pending', 'no runs yet')
     """
     kind, *args = claim.split()
+    key = "exact" if args[-1:] == ["exact"] else "accuracy"
+    args = args[:4] if key == "exact" else args
     if kind != "better" or len(args) != 4:
         raise ExtensionError(f"task-findings: cannot read the claim {claim!r}")
     first, second, task, multiple = args
-    a = values(runs, first, task, multiple)
-    b = values(runs, second, task, multiple)
+    a = values(runs, first, task, multiple, key)
+    b = values(runs, second, task, multiple, key)
     if not runs:
         return "pending", "no runs yet"
     if len(a) < MIN_SEEDS or len(b) < MIN_SEEDS:
@@ -183,7 +186,8 @@ def verdict(runs: list[dict[str, Any]], claim: str) -> tuple[str, str]:
 def check(runs: list[dict[str, Any]], claim: str) -> None:
     """Raise if the runs lack or contradict ``claim`` (see the module's docstring)."""
     kind, *args = claim.split()
-    if kind in ("better", "separable", "inseparable") and len(args) == 4:
+    compared = len(args) == 4 or (len(args) == 5 and args[-1] == "exact")
+    if kind in ("better", "separable", "inseparable") and compared:
         found, figures = verdict(runs, "better " + " ".join(args))
         if found in ("pending", "n/a"):
             raise ExtensionError(f"task-check: the runs cannot decide {claim!r}: {figures}")
