@@ -140,7 +140,8 @@ def mean_and_interval(values):
 # Accuracy against the test length, one panel per task: the line is the mean
 # over the seeds, the bars the 95% bootstrap interval of that mean. Left of the
 # dashed line is the training range; the dotted line is chance where it is a
-# constant (counting's answers are not uniform).
+# constant (counting's answers are not uniform). xPos, RoPE with a decay, is
+# drawn in RoPE's colour, dashed.
 COLOURS = {
     "nope": "0.45",
     "sinusoid": "C0",
@@ -150,7 +151,7 @@ COLOURS = {
     "t5": "C3",
     "kerple": "C5",
     "fire": "C6",
-    "xpos": "C7",
+    "xpos": "C1",
     "cope": "C8",
     "rope+random": "C9",
     "sinusoid+random": "k",
@@ -174,7 +175,7 @@ for ax, task in zip(axes.flat, TASKS, strict=False):
         if xs:
             ax.errorbar(
                 xs, ys, yerr=[low, high], color=colour, marker=".", capsize=2,
-                label=scheme,
+                label=scheme, linestyle="--" if scheme == "xpos" else "-",
             )  # fmt: skip
     ax.axvline(1, color="black", linestyle="--", linewidth=1)
     if task in CHANCE:
