@@ -388,9 +388,7 @@ class Problems:
         # page was opened (its icon, a font MathJax asked for late) is dropped by Chromium
         # as ERR_ABORTED: the reader left, nothing failed. A request of the page being
         # read that is lost fails.
-        shown = [0]
-        asked: dict[Request, int] = {}
-        self._asked, self._shown = asked, shown
+        shown, asked = self._shown, self._asked
 
         def on_request(request: Request) -> None:
             if request.is_navigation_request() and request.frame == page.main_frame:
@@ -766,7 +764,7 @@ def main(argv: list[str]) -> int:
         return check_language(html, language, patterns, shots if pictures else None)
     shutil.rmtree(shots, ignore_errors=True)
     # Each language in a process of its own, side by side: a page check mostly waits
-    # (for the network to fall idle, for fonts, MathJax and the screenshot), so three
+    # (for its requests, fonts, MathJax and the screenshot), so three
     # browsers at once take about the time of one. Their reports are printed in order.
     pages_option = f"--pages={','.join(patterns)}"
     shots_option = f"--screenshots={'yes' if pictures else 'no'}"

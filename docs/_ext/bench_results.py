@@ -89,11 +89,7 @@ class BenchMeetsRole(SphinxRole):
             goal, key, case_name, allocator, ref = self.text.replace("×", "").split()
             if ref not in ("floor", "baseline"):
                 raise ValueError("GOAL KEY CASE ALLOCATOR floor|baseline")
-            results, _ = _load(self.env)
-            case = next(c for c in _section(results, key)["cases"] if c["name"] == case_name)
-            ratio = case["allocators"][allocator][f"vs_{ref}"]
-            if ratio is None:
-                raise ValueError(f"case {case_name!r} has no ratio to a {ref}")
+            ratio = _ratio(self.env, key, case_name, allocator, ref)
             text = against_goal(float(goal), ratio, self.env.config.language or "en")
         except (ValueError, KeyError, StopIteration) as exc:
             message = self.inliner.reporter.error(
@@ -442,6 +438,16 @@ class BenchRole(SphinxRole):
         return [node], []
 
 
+def _ratio(env: Any, key: str, case_name: str, allocator: str, ref: str) -> float:
+    """The saved run's time ratio of one case to its floor or baseline (``ref``)."""
+    results, _ = _load(env)
+    case = next(c for c in _section(results, key)["cases"] if c["name"] == case_name)
+    ratio: float | None = case["allocators"][allocator][f"vs_{ref}"]
+    if ratio is None:
+        raise ValueError(f"case {case_name!r} has no ratio to a {ref}")
+    return ratio
+
+
 class BenchCompareRole(SphinxRole):
     """``:bench-vs:`NOUN <KEY CASE ALLOCATOR REF>``` — a comparison from one ratio."""
 
@@ -451,12 +457,7 @@ class BenchCompareRole(SphinxRole):
             key, case_name, allocator, ref = spec.split()
             if not noun.strip() or ref not in ("floor", "baseline"):
                 raise ValueError("NOUN <KEY CASE ALLOCATOR floor|baseline>")
-            results, _ = _load(self.env)
-            section = _section(results, key)
-            case = next(c for c in section["cases"] if c["name"] == case_name)
-            ratio = case["allocators"][allocator][f"vs_{ref}"]
-            if ratio is None:
-                raise ValueError(f"case {case_name!r} has no ratio to a baseline")
+            ratio = _ratio(self.env, key, case_name, allocator, ref)
             language = self.env.config.language or "en"
             text = comparison(noun.strip(), ratio, allocator, language)
         except (ValueError, KeyError, StopIteration) as exc:
