@@ -117,3 +117,34 @@ def test_one_export_serves_every_length() -> None:
     for n, m in [(5, 7), (9, 30), (40, 3)]:
         q, logits = torch.randn(2, 3, n, 8), torch.randn(2, 3, n, m)
         assert torch.equal(program.module()(q, logits), cope(q, logits))
+
+
+@pytest.mark.parametrize(
+    ("q_dtype", "logits_dtype"),
+    [
+        (torch.float32, torch.float32),
+        (torch.bfloat16, torch.bfloat16),
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float32),
+        (torch.float32, torch.float16),
+    ],
+)
+def test_the_output_dtype_is_the_promotion_of_query_and_logits(
+    q_dtype: torch.dtype, logits_dtype: torch.dtype
+) -> None:
+    cope = CoPE(4, 8)
+    with torch.no_grad():
+        cope.table.normal_()
+    q = torch.randn(2, 5, 4).to(q_dtype)
+    logits = torch.randn(2, 5, 5).to(logits_dtype)
+    out = cope(q, logits)
+    assert out.dtype == torch.promote_types(q_dtype, logits_dtype)
+    # the same numbers as the float64 computation, to the output's precision
+    want = CoPE(4, 8).double()
+    with torch.no_grad():
+        want.table.copy_(cope.table.to(q_dtype))
+    ref = want(q.double(), logits.double())
+    # to the precision of the coarser input: q·e in query's dtype, the gates in logits'
+    tols = {torch.float32: 1e-5, torch.float16: 2e-2, torch.bfloat16: 5e-2}
+    tol = max(tols[q_dtype], tols[logits_dtype])
+    torch.testing.assert_close(out.double(), ref, rtol=tol, atol=tol)

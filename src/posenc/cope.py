@@ -96,7 +96,9 @@ class CoPE(nn.Module):
             logits: Their attention logits, ``(..., L_q, L_k)``, ``-inf`` where masked.
 
         Returns:
-            ``(..., L_q, L_k)``, in the dtype of ``query @ table``.
+            ``(..., L_q, L_k)``, in the dtype ``query`` and ``logits`` promote to
+            (the table is cast to ``query``'s dtype; float16 queries with float32
+            logits give float32 position logits, as their sum with ``logits`` is).
 
         Raises:
             ValueError: ``query``'s last dimension is not ``head_dim``, or the
