@@ -21,7 +21,7 @@ tokens, teacher-forced; "exact" is the share of instances whose every answer tok
 - **flipflop** (Liu et al., 2023, *Exposing Attention Glitches with Flip-Flop Language
   Modeling*): ``n`` instructions ``w b`` (write bit b), ``i b`` (ignore), ``r b`` (read: b is
   the last written bit), the first a write, then reads and writes each with probability 0.1
-  (their sparse setting); the answers are the bits after every ``r``.
+  (their FFL(0.8): ignore with probability 0.8); the answers are the bits after every ``r``.
 
 The schemes (named as in the trained comparison, plus the ones these papers proposed):
 NoPE, the sinusoid, a learned table (of the longest training sequence's rows: refused past

@@ -6,8 +6,8 @@ Every number of the "Length generalization on tasks" page comes from the files t
 - ``.. task-status::`` — a note: how many of the set's runs are saved, or that the runs
   are pending (no file yet);
 - ``.. task-table:: TASK`` — per-token accuracy (``:exact:``: exact-match) of each scheme at
-  1, 2 and 4 x n: the seeds' mean, and below it the 95% bootstrap interval of the mean
-  over the seeds; nothing while the task has no run;
+  1, 2 and 4 x n: the seeds' mean, and below it the 95% t-interval of the mean over
+  the seeds; nothing while the task has no run;
 - ``.. task-findings::`` — the papers' findings, one a line, ``PAPER | CLAIM | WORDS``,
   as a table with this run's figures and a verdict computed from them (never typed):
   *reproduced*, *not reproduced* (the interval of the difference lies the other way),
@@ -21,7 +21,7 @@ Every number of the "Length generalization on tasks" page comes from the files t
 The claims (accuracy is per-token, or exact-match where a comparison ends in ``exact``;
 M is the multiple of n, 1, 2 or 4):
 
-  ``better A B TASK M``      the bootstrap interval of mean(A) - mean(B) lies above 0
+  ``better A B TASK M``      the 95% Welch t-interval of mean(A) - mean(B) lies above 0
   ``separable A B TASK M``   that interval does not hold 0 (either way)
   ``inseparable A B TASK M`` that interval holds 0
   ``above A TASK M X``       every seed of A is above X (e.g. chance)
@@ -33,8 +33,8 @@ the environment variable ``POSENC_TASK_RESULTS`` (a test's folder of short runs)
 from __future__ import annotations
 
 import json
+import math
 import os
-import random
 import statistics
 import sys
 from pathlib import Path
@@ -49,7 +49,6 @@ from sphinx.util.docutils import SphinxDirective, SphinxRole
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 MULTIPLES = ("1", "2", "4")
 MIN_SEEDS = 3  # a verdict needs at least this many seeds of each scheme
-RESAMPLES = 4000
 LABELS = {
     "nope": "NoPE",
     "sinusoid": "sinusoid",
@@ -115,38 +114,74 @@ def values(
     return [r[key][multiple] for r in chosen]
 
 
-def _resampled_means(found: list[float], rng: random.Random) -> list[float]:
-    n = len(found)
-    return [statistics.fmean(rng.choices(found, k=n)) for _ in range(RESAMPLES)]
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile: the ``t`` with ``P(T <= t) = p``, for ``p`` in (0.5, 1).
 
+    The density integrated by Simpson's rule from 0 (where the CDF is 1/2), the quantile
+    found by bisection; no scipy in the docs' environment.
 
-def _percentiles(draws: list[float]) -> tuple[float, float]:
-    ordered = sorted(draws)
-    return ordered[int(0.025 * len(ordered))], ordered[int(0.975 * len(ordered)) - 1]
+    >>> round(t_quantile(0.975, 2), 3), round(t_quantile(0.975, 4), 3)
+    (4.303, 2.776)
+    >>> round(t_quantile(0.975, 1e6), 3)
+    1.96
+    """
+    scale = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def cdf(t: float, steps: int = 2000) -> float:
+        h = t / steps
+        f = [scale * (1 + (i * h) ** 2 / df) ** (-(df + 1) / 2) for i in range(steps + 1)]
+        odd, even = sum(f[1:-1:2]), sum(f[2:-1:2])
+        return 0.5 + h / 3 * (f[0] + 4 * odd + 2 * even + f[-1])
+
+    low, high = 0.0, 1.0
+    while cdf(high) < p:
+        low, high = high, 2 * high
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if cdf(middle) < p else (low, middle)
+    return (low + high) / 2
 
 
 def interval(found: list[float]) -> tuple[float, float]:
-    """The 95% bootstrap interval of the mean over the seeds (percentile, fixed draws).
+    """The 95% t-interval of the mean over the seeds, clipped to [0, 1] (accuracies).
+
+    ``mean ± t(0.975, n - 1) · s / √n``: with 3 seeds t is 4.30, an interval far wider
+    than the seeds' range, as three seeds warrant.
 
     >>> interval([0.5, 0.5, 0.5])
     (0.5, 0.5)
     >>> low, high = interval([0.2, 0.4, 0.9])
-    >>> 0.2 <= low < statistics.fmean([0.2, 0.4, 0.9]) < high <= 0.9
+    >>> 0.0 <= low < 0.2 and high == 1.0
     True
     """
-    return _percentiles(_resampled_means(found, random.Random(0)))
+    mean, n = statistics.fmean(found), len(found)
+    spread = statistics.stdev(found) if n > 1 else 0.0
+    if spread == 0.0:
+        return mean, mean
+    half = t_quantile(0.975, n - 1) * spread / math.sqrt(n)
+    return max(0.0, mean - half), min(1.0, mean + half)
 
 
 def difference(a: list[float], b: list[float]) -> tuple[float, float]:
-    """The 95% bootstrap interval of mean(a) - mean(b), the seeds of each resampled.
+    """The 95% Welch t-interval of mean(a) - mean(b).
+
+    Welch's interval does not assume the two schemes' seeds are paired: the seeds share
+    their test instances, but randomized positions draw from the same generator as the
+    training batches, so the pairs are not the same batches for every scheme.
 
     >>> difference([0.9, 0.8, 0.85], [0.1, 0.2, 0.15])[0] > 0
     True
+    >>> low, high = difference([0.6, 0.7, 0.9], [0.5, 0.6, 0.65])
+    >>> low < 0 < high  # three seeds each: a 0.15 difference is not separable here
+    True
     """
-    rng = random.Random(1)
-    first, second = _resampled_means(a, rng), _resampled_means(b, rng)
-    draws = [x - y for x, y in zip(first, second, strict=True)]
-    return _percentiles(draws)
+    va, vb = statistics.variance(a) / len(a), statistics.variance(b) / len(b)
+    d, se = statistics.fmean(a) - statistics.fmean(b), math.sqrt(va + vb)
+    if se == 0.0:
+        return d, d
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    half = t_quantile(0.975, df) * se
+    return d - half, d + half
 
 
 def verdict(runs: list[dict[str, Any]], claim: str) -> tuple[str, str]:
@@ -232,16 +267,40 @@ def status(runs: list[dict[str, Any]]) -> tuple[str, str]:
     )
     which = "the harness's" if _size(runs[0]) == default else "another (a short run's)"
     seeds = sorted({r["seed"] for r in runs})
+    counts = f"{len(runs)} / {wanted}; {', '.join(map(str, seeds))}"
+    if len(runs) >= wanted:
+        return (
+            f"The set is saved whole (below: the runs saved / the set; the seeds), with "
+            f"{which} config.",
+            counts,
+        )
     return (
         f"Part of the set's {wanted} runs is saved (below: the runs saved / the set; the "
         f"seeds), with {which} config. A finding with fewer than {MIN_SEEDS} seeds of "
         f"either scheme stays pending.",
-        f"{len(runs)} / {wanted}; {', '.join(map(str, seeds))}",
+        counts,
     )
 
 
+TIMES = {
+    # the saved runs' own clocks (each run on one thread): their sum, and the extremes
+    "cpu_hours": lambda seconds: round(sum(seconds) / 3600, 1),
+    "slowest_run_minutes": lambda seconds: round(max(seconds) / 60, 1),
+    "fastest_run_minutes": lambda seconds: round(min(seconds) / 60, 1),
+}
+
+
 def config_value(runs: list[dict[str, Any]], key: str) -> Any:
-    """``key`` of the runs' shared config, or of the harness's default config."""
+    """``key`` of the runs' shared config, or of the harness's default config; or one of
+    ``TIMES``, read from the runs' clocks (an error while no run is saved).
+
+    >>> config_value([{"time": {"total_s": 5400.0}}, {"time": {"total_s": 1800.0}}], "cpu_hours")
+    2.0
+    """
+    if key in TIMES:
+        if not runs:
+            raise ExtensionError(f":task-info: {key!r} needs saved runs")
+        return TIMES[key]([float(r["time"]["total_s"]) for r in runs])
     config = runs[0]["config"] if runs else harness().Config("copy", "nope", 0).identity()
     if key not in config:
         raise ExtensionError(f":task-info: no {key!r} in the config ({sorted(config)})")
@@ -336,7 +395,7 @@ def accuracy_table(
         rows.append(cells)
     what = "exact-match" if key == "exact" else "per-token"
     heads = ["scheme", "seeds", *(f"{m}× ({int(m) * n})" for m in MULTIPLES)]
-    title = f"{task}: {what} accuracy, the seeds' mean and 95% bootstrap interval"
+    title = f"{task}: {what} accuracy, the seeds' mean and 95% t-interval"
     return _table(heads, [30, 6, 12, 12, 12], rows, title, where)
 
 
