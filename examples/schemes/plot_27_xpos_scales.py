@@ -15,7 +15,10 @@ Explained in :ref:`guide-tasks-xpos`.
 """
 
 # %%
-# The factor on each pair's share of the score, and one key's own scale.
+# Left, the factor on each pair's share of the score against the distance.
+# Right, the keys' scale of the fastest pair, ζ_0^(-(p - c)/γ), with c = 0 and
+# with c at 8,192: each dtype's range ends where the scale passes its normal
+# range.
 import math
 
 import matplotlib.pyplot as plt
@@ -35,9 +38,6 @@ left.set_ylabel("factor on the pair's share", fontsize=10)
 left.set_title("the decay, γ = 512", fontsize=10)
 left.legend(fontsize=10)
 
-# %%
-# The keys' scale of the fastest pair, ζ_0^(-(p - c)/γ), with c = 0 and with c
-# at 8,192: each dtype's range ends where the scale passes its normal range.
 positions = torch.arange(0, 40_001, 100)
 for center, style in ((0, "-"), (8192, "--")):
     scale = xpos.scales(len(positions), positions=positions, center=center)[:, 0]

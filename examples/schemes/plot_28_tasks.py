@@ -20,7 +20,6 @@ Explained in :ref:`guide-tasks`.
 # the learned table past its rows).
 import json
 import os
-import random
 import statistics
 from pathlib import Path
 
@@ -127,21 +126,30 @@ if not runs and not FOLDER.parent.is_dir():  # downloaded alone: no benchmarks/r
     runs = quick_copy_runs()
 
 
-def mean_and_interval(values):
-    """The mean over the seeds and its 95% bootstrap interval (4,000 fixed draws)."""
-    rng = random.Random(0)
-    means = sorted(
-        statistics.fmean(rng.choices(values, k=len(values))) for _ in range(4000)
-    )
-    return statistics.fmean(values), means[100], means[3899]
-
-
 # %%
-# Accuracy against the test length, one panel per task: the line is the mean
-# over the seeds, the bars the 95% bootstrap interval of that mean. Left of the
-# dashed line is the training range; the dotted line is chance where it is a
-# constant (counting's answers are not uniform). xPos, RoPE with a decay, is
-# drawn in RoPE's colour, dashed.
+# Accuracy against the instance size at test, one panel per task: the line is
+# the mean over the seeds; bars: the lowest and the highest seed. The dashed
+# vertical line is n, the largest size in training: the points right of it are
+# longer than any training instance. The dotted horizontal line is chance, a
+# uniform guess among the answer's values: 1/8 for the symbols of copy, reverse
+# and select, 1/2 for Flip-Flop's bits. Counting has no such line: its answer
+# is the query's number of occurrences modulo 10, which is not uniform, and the
+# most frequent count grows with the size, so a constant guess does not score a
+# fixed share. xPos, RoPE with a decay, is drawn dashed in RoPE's colour.
+LABELS = {  # the scheme's name, as the tables of the guide write it
+    "nope": "NoPE",
+    "sinusoid": "sinusoid",
+    "learned": "learned table",
+    "rope": "RoPE",
+    "alibi": "ALiBi",
+    "t5": "T5 buckets",
+    "kerple": "KERPLE",
+    "fire": "FIRE",
+    "xpos": "xPos",
+    "cope": "CoPE",
+    "rope+random": "RoPE, randomized positions",
+    "sinusoid+random": "sinusoid, randomized positions",
+}
 COLOURS = {
     "nope": "0.45",
     "sinusoid": "C0",
@@ -167,15 +175,15 @@ for ax, task in zip(axes.flat, TASKS, strict=False):
         for m in MULTIPLES:
             values = [r["accuracy"][m] for r in rows]
             if values and None not in values:
-                mean, lo, hi = mean_and_interval(values)
+                mean = statistics.fmean(values)
                 xs.append(int(m))
                 ys.append(mean)
-                low.append(mean - lo)
-                high.append(hi - mean)
+                low.append(mean - min(values))
+                high.append(max(values) - mean)
         if xs:
             ax.errorbar(
                 xs, ys, yerr=[low, high], color=colour, marker=".", capsize=2,
-                label=scheme, linestyle="--" if scheme == "xpos" else "-",
+                label=LABELS[scheme], linestyle="--" if scheme == "xpos" else "-",
             )  # fmt: skip
     ax.axvline(1, color="black", linestyle="--", linewidth=1)
     if task in CHANCE:
@@ -190,11 +198,14 @@ for ax, task in zip(axes.flat, TASKS, strict=False):
     ax.tick_params(labelsize=10)
 for ax in axes[:, 0]:
     ax.set_ylabel("per-token accuracy", fontsize=10)
+axes[1, 1].tick_params(labelbottom=True)  # select: no panel below it
+for ax in (axes[2, 0], axes[1, 1]):
+    ax.set_xlabel("instance size at test", fontsize=10)
 legend = axes.flat[-1]
 handles, labels = axes.flat[0].get_legend_handles_labels()
 legend.axis("off")
 if handles:
-    legend.legend(handles, labels, fontsize=10, ncols=2, loc="center")
+    legend.legend(handles, labels, fontsize=10, loc="center")
 else:
     legend.text(
         0.5, 0.5, "no run saved yet:\nnox -s tasks", ha="center", va="center",

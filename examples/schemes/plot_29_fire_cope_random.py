@@ -92,35 +92,39 @@ right.legend(fontsize=10)
 plt.show()
 
 # %%
-# Randomized positions. A model trained on sequences of up to n tokens at
-# positions 0 .. n − 1 meets positions it never saw at 2n and 4n. Ruoss et
-# al. draw each training sequence's positions from a longer range, sorted, so
-# every position up to the longest test sequence is trained; the range here is
-# four times the longest test sequence, 4 × 4n, as the tasks draw it. Left: the
-# positions of a few training sequences of n tokens. Right: how often each
-# position is met over many training sequences, with and without the draw.
-n, top, draws = 16, 4 * 4 * 16, 4000
+# Randomized positions, a schematic. A model trained on sequences of up to L
+# tokens at positions 0 .. L − 1 meets positions it never saw on longer ones.
+# Ruoss et al. draw the positions from a longer range [0, M), sorted, so every
+# position up to the longest test sequence is trained. Here L = 16 tokens and
+# M = 4 × 4L = 256, four times a longest test sequence of 4L tokens; the tasks'
+# M is four times each task's own longest test sequence in tokens. As the
+# tasks' harness and the authors' code do, one set of positions is drawn per
+# training batch and shared by its sequences (``random_positions`` without
+# ``batch=``; with it, as here, each row is one such draw). Left: the positions
+# of a few training batches. Right: how often each position is met over many
+# batches, with and without the draw.
+L, M, draws = 16, 4 * 4 * 16, 4000
 g = torch.Generator().manual_seed(0)
 fig, (left, right) = plt.subplots(1, 2, figsize=(6.8, 3.6), layout="constrained")
-left.plot(torch.arange(n), [0] * n, "|", markersize=9, color="C7", label="plain")
-for row, pos in enumerate(random_positions(n, top, batch=8, generator=g), start=1):
+left.plot(torch.arange(L), [0] * L, "|", markersize=9, color="C7", label="plain")
+for row, pos in enumerate(random_positions(L, M, batch=8, generator=g), start=1):
     label = "drawn" if row == 1 else None
-    left.plot(pos, [row] * n, "|", markersize=9, color="C0", label=label)
-left.axvline(4 * n, color="C3", linestyle=":", label="4n")
+    left.plot(pos, [row] * L, "|", markersize=9, color="C0", label=label)
+left.axvline(4 * L, color="C3", linestyle=":", label="4L")
 left.set_xlabel("position", fontsize=10)
-left.set_ylabel("training sequence", fontsize=10)
-left.set_title(f"n = {n} tokens, range [0, {top})", fontsize=10)
+left.set_ylabel("training batch", fontsize=10)
+left.set_title(f"L = {L} tokens, range [0, M), M = {M}", fontsize=10)
 left.set_ylim(-0.8, 10.2)
 left.legend(fontsize=10, loc="upper center", ncols=3)
-drawn = random_positions(n, top, batch=draws, generator=g)
-counts = torch.bincount(drawn.flatten(), minlength=top)
-right.bar(torch.arange(top), counts / draws, width=1.0, color="C0", label="drawn")
-plain = torch.ones(n)
-right.bar(torch.arange(n), plain, width=1.0, color="C7", alpha=0.5, label="plain")
-right.axhline(n / top, color="k", linestyle=":", label=f"n / range = {n / top:.3f}")
+drawn = random_positions(L, M, batch=draws, generator=g)
+counts = torch.bincount(drawn.flatten(), minlength=M)
+right.bar(torch.arange(M), counts / draws, width=1.0, color="C0", label="drawn")
+plain = torch.ones(L)
+right.bar(torch.arange(L), plain, width=1.0, color="C7", alpha=0.5, label="plain")
+right.axhline(L / M, color="k", linestyle=":", label=f"L / M = {L / M:.3f}")
 right.set_yscale("log")
 right.set_xlabel("position", fontsize=10)
-right.set_ylabel("share of sequences that use it", fontsize=10)
-right.set_title(f"{draws} training sequences", fontsize=10)
+right.set_ylabel("share of batches that use it", fontsize=10)
+right.set_title(f"{draws} training batches", fontsize=10)
 right.legend(fontsize=10)
 plt.show()

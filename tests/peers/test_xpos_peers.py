@@ -5,12 +5,16 @@ rotary-embedding-torch pairs features ``2k`` and ``2k + 1`` (posenc's
 sequence, ``len // 2``; posenc takes it from ``center``. Given the same center, the
 rotated and scaled queries and keys are the same, up to the peer's float32
 frequencies and ζ (it builds them in float32, then casts). Both spellings are checked:
-``XPos`` and ``RotaryEmbedding(xpos_scale_base=...).rotate_queries_and_keys``.
+``XPos`` and ``RotaryEmbedding(xpos_scale_base=...).rotate_queries_and_keys``. posenc's
+default layout, ``"half"`` (pairs ``k`` and ``k + d/2``), is checked against the same
+peer with the features permuted: feature ``k`` of ours is the peer's ``2k``, feature
+``k + d/2`` its ``2k + 1``, so the peer's pairs are ours.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
@@ -21,12 +25,22 @@ from posenc import RotaryEmbedding, XPos
 SPELLINGS = ["XPos", "RotaryEmbedding"]
 
 
-def _ours(spelling: str, dim: int, scale_base: float) -> Callable[..., tuple[Tensor, Tensor]]:
-    """posenc's xPos of the interleaved pairs, as a call ``(q, k, **kw) -> (q, k)``."""
+def _ours(
+    spelling: str, dim: int, scale_base: float, layout: str | None = "interleaved"
+) -> Callable[..., tuple[Tensor, Tensor]]:
+    """posenc's xPos in ``layout`` (None: the default), as ``(q, k, **kw) -> (q, k)``."""
+    given: dict[str, Any] = {} if layout is None else {"layout": layout}
     if spelling == "XPos":
-        return XPos(dim, scale_base=scale_base, layout="interleaved")
-    rope = RotaryEmbedding(dim, layout="interleaved", xpos_scale_base=scale_base)
+        return XPos(dim, scale_base=scale_base, **given)
+    rope = RotaryEmbedding(dim, xpos_scale_base=scale_base, **given)
     return rope.rotate_queries_and_keys
+
+
+def _interleaving(dim: int) -> Tensor:
+    """Indices that put the half layout's pairs next to each other: ``x[..., order]``
+    holds feature ``k`` at ``2k`` and feature ``k + dim/2`` at ``2k + 1``."""
+    half = torch.arange(dim // 2)
+    return torch.stack([half, half + dim // 2], -1).flatten()
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)
@@ -52,6 +66,28 @@ def test_xpos_is_rotary_embedding_torch_use_xpos(
     if scale_base < 100:
         plain = RotaryEmbedding(dim, layout="interleaved")(q)
         assert (plain - want_q).abs().max() > 0.1
+
+
+@pytest.mark.parametrize("spelling", SPELLINGS)
+@pytest.mark.parametrize(
+    ("dim", "length", "scale_base"), [(16, 48, 16.0), (32, 33, 8.0), (8, 64, 512.0)]
+)
+def test_default_half_layout_is_the_peer_with_its_features_permuted(
+    dim: int, length: int, scale_base: float, spelling: str
+) -> None:
+    from rotary_embedding_torch import RotaryEmbedding as PeerRotary
+
+    torch.manual_seed(dim + length)
+    peer = PeerRotary(dim, use_xpos=True, xpos_scale_base=scale_base, cache_if_possible=False)
+    ours = _ours(spelling, dim, scale_base, layout=None)  # the default, "half"
+    q = torch.randn(2, 3, length, dim, dtype=torch.float64)
+    k = torch.randn(2, 3, length, dim, dtype=torch.float64)
+    order = _interleaving(dim)
+    back = order.argsort()  # the peer's feature 2k back to k, 2k + 1 to k + dim/2
+    want_q, want_k = peer.double().rotate_queries_and_keys(q[..., order], k[..., order])
+    got_q, got_k = ours(q, k, center=length // 2)
+    torch.testing.assert_close(got_q, want_q[..., back], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got_k, want_k[..., back], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)
