@@ -5,7 +5,8 @@ FIRE, CoPE and randomized positions
 Three schemes proposed for length generalization, each drawn from posenc's own
 modules. :class:`~posenc.FIRE` (`Li et al. <https://arxiv.org/abs/2310.04418>`__,
 2023) feeds its MLP the log distance divided by the log of the query's position:
-the inputs of a query's earlier keys lie in [0, 1], however far it is. :class:`~posenc.CoPE`
+the inputs of a query's earlier keys lie in [0, 1], however far it is.
+:class:`~posenc.CoPE`
 (`Golovneva et al. <https://arxiv.org/abs/2405.18719>`__, 2024) counts what a
 query's gates open, not tokens: a query that opens its gates on sentence ends
 gives each key its distance in sentences. :func:`~posenc.random_positions`
