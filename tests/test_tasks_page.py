@@ -183,3 +183,17 @@ def test_the_page_with_runs_shows_them_and_their_verdicts(tmp_path: Path) -> Non
     assert "reproduced" in text
     assert "not separable" in text
     assert "0.61 / 0.31" in text  # the means at 2x, numbers only
+
+
+def test_the_task_figure_names_each_scheme_as_the_tables_do() -> None:
+    # plot_28 runs alone as a download, so it keeps its own copy of the labels
+    import ast
+
+    script = Path(__file__).parents[1] / "examples" / "schemes" / "plot_28_tasks.py"
+    tree = ast.parse(script.read_text(encoding="utf-8"))
+    found = next(
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "LABELS"
+    )
+    assert ast.literal_eval(found) == task_results.LABELS

@@ -36,6 +36,22 @@ def _ours(
     return rope.rotate_queries_and_keys
 
 
+CASES = pytest.mark.parametrize(
+    ("dim", "length", "scale_base"), [(16, 48, 16.0), (32, 33, 8.0), (8, 64, 512.0)]
+)
+
+
+def _peer_and_inputs(dim: int, length: int, scale_base: float) -> tuple[Any, Tensor, Tensor]:
+    """rotary-embedding-torch's xPos in float64, and float64 queries and keys, seeded."""
+    from rotary_embedding_torch import RotaryEmbedding as PeerRotary
+
+    torch.manual_seed(dim + length)
+    peer = PeerRotary(dim, use_xpos=True, xpos_scale_base=scale_base, cache_if_possible=False)
+    q = torch.randn(2, 3, length, dim, dtype=torch.float64)
+    k = torch.randn(2, 3, length, dim, dtype=torch.float64)
+    return peer.double(), q, k
+
+
 def _interleaving(dim: int) -> Tensor:
     """Indices that put the half layout's pairs next to each other: ``x[..., order]``
     holds feature ``k`` at ``2k`` and feature ``k + dim/2`` at ``2k + 1``."""
@@ -44,20 +60,13 @@ def _interleaving(dim: int) -> Tensor:
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)
-@pytest.mark.parametrize(
-    ("dim", "length", "scale_base"), [(16, 48, 16.0), (32, 33, 8.0), (8, 64, 512.0)]
-)
+@CASES
 def test_xpos_is_rotary_embedding_torch_use_xpos(
     dim: int, length: int, scale_base: float, spelling: str
 ) -> None:
-    from rotary_embedding_torch import RotaryEmbedding as PeerRotary
-
-    torch.manual_seed(dim + length)
-    peer = PeerRotary(dim, use_xpos=True, xpos_scale_base=scale_base, cache_if_possible=False)
+    peer, q, k = _peer_and_inputs(dim, length, scale_base)
     ours = _ours(spelling, dim, scale_base)
-    q = torch.randn(2, 3, length, dim, dtype=torch.float64)
-    k = torch.randn(2, 3, length, dim, dtype=torch.float64)
-    want_q, want_k = peer.double().rotate_queries_and_keys(q, k)
+    want_q, want_k = peer.rotate_queries_and_keys(q, k)
     got_q, got_k = ours(q, k, center=length // 2)
     # the peer's frequencies and ζ are float32 values: 1e-7 relative, times the angle
     torch.testing.assert_close(got_q, want_q, rtol=1e-5, atol=1e-5)
@@ -69,22 +78,15 @@ def test_xpos_is_rotary_embedding_torch_use_xpos(
 
 
 @pytest.mark.parametrize("spelling", SPELLINGS)
-@pytest.mark.parametrize(
-    ("dim", "length", "scale_base"), [(16, 48, 16.0), (32, 33, 8.0), (8, 64, 512.0)]
-)
+@CASES
 def test_default_half_layout_is_the_peer_with_its_features_permuted(
     dim: int, length: int, scale_base: float, spelling: str
 ) -> None:
-    from rotary_embedding_torch import RotaryEmbedding as PeerRotary
-
-    torch.manual_seed(dim + length)
-    peer = PeerRotary(dim, use_xpos=True, xpos_scale_base=scale_base, cache_if_possible=False)
+    peer, q, k = _peer_and_inputs(dim, length, scale_base)
     ours = _ours(spelling, dim, scale_base, layout=None)  # the default, "half"
-    q = torch.randn(2, 3, length, dim, dtype=torch.float64)
-    k = torch.randn(2, 3, length, dim, dtype=torch.float64)
     order = _interleaving(dim)
     back = order.argsort()  # the peer's feature 2k back to k, 2k + 1 to k + dim/2
-    want_q, want_k = peer.double().rotate_queries_and_keys(q[..., order], k[..., order])
+    want_q, want_k = peer.rotate_queries_and_keys(q[..., order], k[..., order])
     got_q, got_k = ours(q, k, center=length // 2)
     torch.testing.assert_close(got_q, want_q[..., back], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(got_k, want_k[..., back], rtol=1e-5, atol=1e-5)
