@@ -543,7 +543,7 @@ def progress(folder: Path, quick: bool = False) -> dict[str, Any]:
             "finetune_multiple": train.method.FINETUNE_MULTIPLE,
             "passkey_fraction": train.method.PASSKEY_FRACTION,
             "passkey_examples": train.method.PASSKEY_EXAMPLES,
-            "passkey_distances": list(train.method.PASSKEY_DISTANCES),
+            "passkey_lengths": list(train.method.PASSKEY_LENGTHS),
             "passkey_digits": train.method.DIGITS,
             "weight_decay": train.method.WEIGHT_DECAY,
             "dropout": train.method.DROPOUT,

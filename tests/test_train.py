@@ -220,6 +220,9 @@ def test_passkey_row_hides_the_key_at_the_distance_asked() -> None:
         method.passkey_row(generator, 140, 200)
     examples, answer = method.passkey_examples(SEED, 64, 4)
     assert examples.shape == (4, answer + method.DIGITS)
+    assert examples[:, :-1].shape[1] == 64  # the model reads exactly the length asked for
+    text = bytes(examples[0].tolist())
+    assert text.index(method.KEY) == 8  # the key right after the prefix of filler
     again, _ = method.passkey_examples(SEED, 64, 4)
     assert torch.equal(examples, again)  # the evaluation's examples are fixed by the seed
     assert len({bytes(row[answer:].tolist()) for row in examples}) > 1
@@ -283,7 +286,7 @@ def test_finetune_records_every_checkpoint_of_one_run(tmp_path: Path) -> None:
     assert [r["finetune"] for r in records] == [
         {"scaling": "yarn", "steps": n, "length": 256, "batch": 8} for n in (0, 2)
     ]
-    assert all(set(r["passkey"]) == {str(d) for d in method.PASSKEY_DISTANCES} for r in records)
+    assert all(set(r["passkey"]) == {str(d) for d in method.PASSKEY_LENGTHS} for r in records)
     assert all(0.0 <= a <= 1.0 for r in records for a in r["passkey"].values())
     assert method.checkpoint_path(tmp_path, base).exists()  # the pretrained model, cached
     # the arm of 2 steps is the same whether or not the run stopped to evaluate on the way

@@ -89,7 +89,7 @@ def _record(config: method.Config) -> dict[str, Any]:
         reach = {"none": 64, "linear": 128, "dynamic": 256, "yarn": 256}[scaling]
         passkey = {
             str(d): round(min(1.0, 0.2 + steps / 400) if d <= reach else steps / 2000, 4)
-            for d in method.PASSKEY_DISTANCES
+            for d in method.PASSKEY_LENGTHS
         }
     validation = None
     if config.finetune is None and "+" not in config.scheme:

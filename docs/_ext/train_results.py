@@ -17,7 +17,7 @@ not yet saved renders as *pending*, never as a verdict. The markup:
 - ``.. train-best::`` — at each length and scale, the best scheme and whether the runner-up
   is separable from it;
 - ``.. train-finetune::`` — the fine-tuned loss (``:multiple: 4``) per scaling and steps;
-- ``.. train-passkey::`` — passkey accuracy per scaling, steps and distance;
+- ``.. train-passkey::`` — passkey accuracy per scaling, steps and input length;
 - ``.. train-finetune-findings::`` — the fine-tuning findings, as ``train-findings``;
 - ``:train:`SCALE SCHEME MULTIPLE STAT``` — one figure inline: STAT is ``mean``, ``range`` or
   ``past``; *pending* while the scale's main runs are not all saved;
@@ -452,13 +452,13 @@ def passkey_table(found: dict[str, Any], where: Where) -> nodes.Node:
     if table is None:
         return pending_note(found, "finetune-passkey", where)
     plan = found["progress"]["plan"]["finetune"]
-    distances = list(next(iter(next(iter(table.values())).values()))["passkey"])
+    lengths = list(next(iter(next(iter(table.values())).values()))["passkey"])
     title = (
-        "Passkey retrieval, exact match, by the key's distance (bytes): the seeds' mean, "
+        "Passkey retrieval, exact match, by the input's length (bytes): the seeds' mean, "
         "and their range where they differ"
     )
-    heads = ["scaling", "steps", *distances]
-    out = new_table(title, heads, [24, 8] + [10] * len(distances), where)
+    heads = ["scaling", "steps", *lengths]
+    out = new_table(title, heads, [24, 8] + [10] * len(lengths), where)
     rows = body(out)
     for scaling in plan["scalings"]:
         for n in plan["checkpoints"]:
@@ -466,7 +466,7 @@ def passkey_table(found: dict[str, Any], where: Where) -> nodes.Node:
             row = nodes.row()
             row += text_cell(SCALING_LABELS.get(scaling, scaling), where)
             row += cell(str(n))
-            for d in distances:
+            for d in lengths:
                 if entry is None:
                     row += text_cell(PENDING, where)
                     continue

@@ -9,8 +9,8 @@ A RoPE model pretrained at L_train = 64 bytes, then fine-tuned at 4 × L_train
 al. <https://arxiv.org/abs/2309.00071>`__, 2023). Each is recorded after a
 few numbers of fine-tuning steps, from none to a thousand, over several
 seeds: its test loss at 4 and 8 × L_train, and Chen et al.'s passkey
-retrieval (a number hidden in filler text, asked for at the end) against the
-number's distance. This
+retrieval (a number hidden in filler text near the start, asked for at the
+end) against the length of the input. This
 script draws the saved runs of ``nox -s train`` through the harness's
 analysis; where the fine-tuning arms are not all saved yet, it draws what is
 and says what is pending.
@@ -229,11 +229,11 @@ fig.suptitle(
 plt.show()
 
 # %%
-# Passkey retrieval against the distance from the key to the question, one
-# panel per number of fine-tuning steps: the share of examples whose five
-# digits all come out right, the mean over the seeds and their range. The
-# dashed lines mark the pretraining length (64) and the fine-tuning length
-# (256).
+# Passkey retrieval against the length of the input, one panel per number of
+# fine-tuning steps: the share of examples whose five digits all come out
+# right, the mean over the seeds and their range. Each example fills its
+# length, the key near the start and the question at the end. The dashed
+# lines mark the pretraining length (64) and the fine-tuning length (256).
 steps_shown = plan["checkpoints"]
 fig, axes = plt.subplots(
     2, 2, figsize=(6.8, 6.4), layout="constrained", sharex=True, sharey=True
@@ -243,11 +243,11 @@ for ax, n in zip(axes.flat, steps_shown, strict=False):
         cell = table.get(scaling, {}).get(str(n))
         if cell is None:
             continue
-        distances = [int(d) for d in cell["passkey"]]
+        lengths = [int(d) for d in cell["passkey"]]
         values = list(cell["passkey"].values())
         colour = COLOURS.get(scaling, "black")
         ax.plot(
-            distances,
+            lengths,
             [v["mean"] for v in values],
             marker="o",
             markersize=4,
@@ -255,7 +255,7 @@ for ax, n in zip(axes.flat, steps_shown, strict=False):
             label=LABELS.get(scaling, scaling),
         )
         ax.fill_between(
-            distances,
+            lengths,
             [v["min"] for v in values],
             [v["max"] for v in values],
             color=colour,
@@ -268,8 +268,8 @@ for ax, n in zip(axes.flat, steps_shown, strict=False):
     for mark in (l_train, l_train * done["plan"]["finetune_multiple"]):
         ax.axvline(mark, color="black", linestyle="--", linewidth=1)
     ax.set_xscale("log", base=2)
-    distances = done["plan"]["passkey_distances"]
-    ax.set_xticks(distances, [str(d) for d in distances])
+    lengths = done["plan"]["passkey_lengths"]
+    ax.set_xticks(lengths, [str(d) for d in lengths])
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(f"after {n} steps", fontsize=10)
     ax.tick_params(labelsize=10)
@@ -285,7 +285,7 @@ for ax, n in zip(axes.flat, steps_shown, strict=False):
             backgroundcolor="white",
         )
 for ax in axes[1]:
-    ax.set_xlabel("distance of the key (bytes)", fontsize=10)
+    ax.set_xlabel("input length (bytes)", fontsize=10)
 for ax in axes[:, 0]:
     ax.set_ylabel("exact retrieval", fontsize=10)
 handles, labels = axes[0][0].get_legend_handles_labels()
