@@ -1,12 +1,16 @@
-"""The trained comparison's analysis: paired differences, bootstrap intervals, verdicts.
+"""The trained comparison's analysis: paired differences, t-intervals, verdicts.
 
 Two schemes of the same seed saw the same batches (the batch generator is seeded by the seed
 alone), and every loss is saved per block of the test text (8 x L_train bytes, the same bytes
 at every length). A comparison of two terms (a scheme at a length multiple) is therefore the
-matrix ``d[seed, block]`` of paired differences; its mean is the effect. The interval is a
-two-way percentile bootstrap over that matrix: seeds and blocks are resampled with replacement,
-independently (a pigeonhole bootstrap, Owen 2007, "The pigeonhole bootstrap", Ann. Appl. Stat.),
-so it counts both training noise and the test text's variation.
+matrix ``d[seed, block]`` of paired differences; its mean is the effect. Its interval
+(:func:`interval`) counts two sources of variation: the seeds (training noise), from the
+spread of the seeds' means, and the test text, from the spread of the means of its stretches
+of :data:`TEXT_STRETCH` bytes (neighbouring blocks of one help topic vary together, so single
+blocks would count the text as more varied than it is). The two variances are added and
+the mean's interval is Student's t with Welch-Satterthwaite's degrees of freedom. With 3-5
+seeds a percentile bootstrap over seeds would cover far less than 95% (three values resampled
+give their range); t's quantile (4.30 at 2 degrees of freedom) pays for the few seeds.
 
 A finding claims a sign (or a bound) of such a difference. :func:`verdict` reads it off the
 interval: *reproduced* when the whole interval lies on the finding's side, *not reproduced*
@@ -25,6 +29,7 @@ Neither trains anything.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -34,8 +39,13 @@ from typing import Any
 import numpy as np
 
 FOLDER = Path(__file__).parent / "results" / "train"
-RESAMPLES = 4000
 LEVEL = 0.95
+# The test text's unit of variation, in bytes. Neighbouring blocks vary together: for the
+# findings whose difference varies along the text, the lag-1 correlation of the block means is
+# 0.6-0.8 at 512-byte blocks and about 0.2 at 2,048 bytes. Stretches of 4,096 bytes (5 in the
+# test half) kept the interval's coverage at 92-95% in simulations of this design (3 or 5 seeds,
+# 45 blocks whose neighbours correlate up to 0.7; tests/test_train.py checks one such case).
+TEXT_STRETCH = 4096
 
 REPRODUCED, NOT_REPRODUCED, NOT_SEPARABLE = "reproduced", "not reproduced", "not separable"
 
@@ -47,21 +57,70 @@ def load(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))]
 
 
-def bootstrap(
-    differences: np.ndarray, resamples: int = RESAMPLES, level: float = LEVEL, seed: int = 0
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile: the ``t`` with ``P(T <= t) = p``, for ``p`` in (0.5, 1).
+
+    The density integrated by Simpson's rule from 0 (where the CDF is 1/2), the quantile
+    found by bisection; no scipy in the docs' environment.
+
+    >>> round(t_quantile(0.975, 2), 3), round(t_quantile(0.975, 4), 3)
+    (4.303, 2.776)
+    >>> round(t_quantile(0.975, 1e6), 3)
+    1.96
+    """
+    scale = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
+
+    def cdf(t: float, steps: int = 2000) -> float:
+        h = t / steps
+        f = scale * (1 + (np.arange(steps + 1) * h) ** 2 / df) ** (-(df + 1) / 2)
+        odd, even = f[1:-1:2].sum(), f[2:-1:2].sum()
+        return float(0.5 + h / 3 * (f[0] + 4 * odd + 2 * even + f[-1]))
+
+    low, high = 0.0, 1.0
+    while cdf(high) < p:
+        low, high = high, 2 * high
+    for _ in range(60):
+        middle = (low + high) / 2
+        low, high = (middle, high) if cdf(middle) < p else (low, middle)
+    return (low + high) / 2
+
+
+def interval(
+    differences: np.ndarray, per_stretch: int = 1, level: float = LEVEL
 ) -> tuple[float, float, float]:
-    """Mean of a (seeds, blocks) matrix and its two-way percentile bootstrap interval."""
+    """Mean of a (seeds, blocks) matrix and its t-interval over seeds and stretches of text.
+
+    ``per_stretch`` consecutive blocks make one stretch of the text. The variance of the mean
+    is ``var(seed means) / seeds + var(stretch means) / stretches`` (each part 0 where there is
+    only one), and the interval ``mean +- t * sqrt(variance)`` with Welch-Satterthwaite's
+    degrees of freedom. A (seeds, 1) matrix (a passkey accuracy per seed) is the one-sample
+    t-interval over the seeds.
+
+    >>> mean, lo, hi = interval(np.array([[0.1], [0.2], [0.3]]))
+    >>> round(mean, 3), round(hi - mean, 3)  # t(0.975, 2) * 0.1 / sqrt(3)
+    (0.2, 0.248)
+    """
     d = np.asarray(differences, dtype=np.float64)
     if d.ndim != 2 or d.size == 0:
         raise ValueError(f"differences must be a non-empty (seeds, blocks) matrix, got {d.shape}")
-    rng = np.random.default_rng(seed)
-    seeds, blocks = d.shape
-    rows = rng.integers(seeds, size=(resamples, seeds))
-    cols = rng.integers(blocks, size=(resamples, blocks))
-    means = d[rows[:, :, None], cols[:, None, :]].mean(axis=(1, 2))
-    tail = (1 - level) / 2
-    lo, hi = np.quantile(means, [tail, 1 - tail])
-    return float(d.mean()), float(lo), float(hi)
+    blocks = d.shape[1]
+    stretches = np.array_split(d.mean(axis=0), max(1, blocks // per_stretch))
+    parts = [
+        (float(np.var(values, ddof=1)) / len(values), len(values) - 1)
+        for values in (d.mean(axis=1), np.array([x.mean() for x in stretches]))
+        if len(values) > 1
+    ]
+    mean, variance = float(d.mean()), sum(v for v, _ in parts)
+    if variance == 0.0:
+        return mean, mean, mean
+    df = variance**2 / sum(v**2 / k for v, k in parts if v > 0)
+    half = t_quantile(1 - (1 - level) / 2, df) * math.sqrt(variance)
+    return mean, mean - half, mean + half
+
+
+def stretch_blocks(l_train: int) -> int:
+    """Blocks (of 8 x ``l_train`` bytes) to one stretch of :data:`TEXT_STRETCH` bytes."""
+    return max(1, TEXT_STRETCH // (8 * l_train))
 
 
 def verdict(lo: float, hi: float, bound: float = 0.0, kind: str = "less") -> str:
@@ -131,13 +190,13 @@ class Finding:
 
 FINDINGS = (
     Finding("sinusoid-degrades", "the sinusoid degrades past L_train (Press et al. 2022, Fig. 1)",
-            ("sinusoid", "1"), ("sinusoid", "4")),
+            ("sinusoid", "1"), ("sinusoid", "8")),
     Finding("rope-degrades", "RoPE degrades past L_train (Press et al. 2022, Fig. 1)",
             ("rope", "1"), ("rope", "8")),
     Finding("alibi-flat", "ALiBi does not degrade to 8x: loss(8x) - loss(1x) < 0.03 "
             "(Press et al. 2022, Fig. 1)", ("alibi", "8"), ("alibi", "1"), 0.03),
-    Finding("t5-slower", "T5's bias degrades less than the sinusoid (Press et al. 2022, Fig. 1)",
-            ("t5", "8"), ("sinusoid", "8")),
+    Finding("t5-slower", "T5's bias has a lower loss than the sinusoid at 8x (Press et al. 2022, "
+            "Fig. 1: it degrades more slowly)", ("t5", "8"), ("sinusoid", "8")),
     Finding("alibi-vs-sinusoid", "ALiBi is better than the sinusoid at L_train "
             "(Press et al. 2022, section 4)", ("alibi", "1"), ("sinusoid", "1")),
     Finding("alibi-vs-rope", "ALiBi is better than RoPE at L_train (Press et al. 2022, section 4)",
@@ -145,12 +204,12 @@ FINDINGS = (
     Finding("learned-as-sinusoid", "a learned table is as good as the sinusoid, within 0.01 "
             "(Vaswani et al. 2017, Table 3, row E)", ("learned", "1"), ("sinusoid", "1"),
             0.01, "equal"),
-    Finding("nope-vs-rope", "NoPE extrapolates better than RoPE (Kazemnejad et al. 2023)",
-            ("nope", "8"), ("rope", "8")),
-    Finding("nope-vs-alibi", "NoPE extrapolates better than ALiBi (Kazemnejad et al. 2023)",
-            ("nope", "8"), ("alibi", "8")),
-    Finding("t5-vs-rope", "T5's bias degrades less than RoPE (Press et al. 2022, Fig. 1)",
-            ("t5", "8"), ("rope", "8")),
+    Finding("nope-vs-rope", "NoPE has a lower loss than RoPE at 8x (Kazemnejad et al. 2023: it "
+            "extrapolates better)", ("nope", "8"), ("rope", "8")),
+    Finding("nope-vs-alibi", "NoPE has a lower loss than ALiBi at 8x (Kazemnejad et al. 2023: it "
+            "extrapolates better)", ("nope", "8"), ("alibi", "8")),
+    Finding("t5-vs-rope", "T5's bias has a lower loss than RoPE at 8x (Press et al. 2022, Fig. 1: "
+            "it degrades more slowly)", ("t5", "8"), ("rope", "8")),
 )  # fmt: skip
 
 # This run's own questions, not a paper's claim: RoPE run longer with a scaling and no training
@@ -178,7 +237,7 @@ def judge(
     d = paired(records, finding.first, finding.second, scale)
     if d is None:
         return {"key": finding.key, "seeds": 0, "verdict": None}
-    mean, lo, hi = bootstrap(d)
+    mean, lo, hi = interval(d, stretch_blocks(scale["L_train"]))
     return {
         "key": finding.key,
         "seeds": d.shape[0],
@@ -228,8 +287,9 @@ def compare_arms(
     pretrained: int | None = None,
 ) -> dict[str, Any] | None:
     """``first`` - ``second``, paired by seed: the loss at a multiple (``("loss", "4")``, paired
-    by block too) or the passkey accuracy at a distance (``("passkey", "128")``, by seed
-    alone); the mean and its bootstrap interval. None where no seed is shared."""
+    by block too) or the passkey accuracy at an input length (``("passkey", "128")``, by seed
+    alone: each seed draws its own examples); the mean and its :func:`interval`. None where
+    no seed is shared."""
     a, b = arm_runs(records, first, pretrained), arm_runs(records, second, pretrained)
     seeds = sorted(set(a) & set(b))
     if not seeds:
@@ -240,14 +300,14 @@ def compare_arms(
     elif kind == "passkey":
         rows = [np.asarray([a[s]["passkey"][key] - b[s]["passkey"][key]]) for s in seeds]
     else:
-        raise ValueError(f"what must be ('loss', multiple) or ('passkey', distance), got {what}")
-    mean, lo, hi = bootstrap(np.stack(rows))
+        raise ValueError(f"what must be ('loss', multiple) or ('passkey', length), got {what}")
+    mean, lo, hi = interval(np.stack(rows), stretch_blocks(a[seeds[0]]["scale"]["L_train"]))
     return {"seeds": len(seeds), "mean": round(mean, 4), "interval": [round(lo, 4), round(hi, 4)]}
 
 
 def finetune_table(records: Sequence[dict[str, Any]], pretrained: int) -> dict[str, Any]:
     """Per fine-tune scaling and steps, of models pretrained ``pretrained`` steps: the seeds'
-    losses at 1x, 4x and 8x and passkey accuracy per distance (mean, min, max over seeds)."""
+    losses at 1x, 4x and 8x and passkey accuracy per input length (mean, min, max over seeds)."""
     table: dict[str, Any] = {}
     for r in records:
         ft = r["finetune"]
@@ -290,13 +350,22 @@ LABELS = {
     "rope+yarn": "RoPE + YaRN",
 }
 TRAINED = ("nope", "sinusoid", "learned", "rope", "alibi", "t5", "t5-128")
+SHORT = {**LABELS, "t5": "T5 (L_train)", "t5-128": "T5 (128)"}
+
+
+def terms(finding: Finding) -> str:
+    """What a finding subtracts: ``"T5 (L_train) 8× − sinusoid 8×"``."""
+    (a, m), (b, n) = finding.first, finding.second
+    return f"{SHORT[a]} {m}× − {SHORT[b]} {n}×"
+
+
 MULTIPLES = ("1", "2", "4", "8")
 
 
 @dataclass(frozen=True)
 class ArmFinding:
     """A paper's claim on fine-tuning: arm ``better`` beats arm ``worse`` on ``what`` (a lower
-    loss at a multiple, ``("loss", "4")``; a higher passkey accuracy at a distance,
+    loss at a multiple, ``("loss", "4")``; a higher passkey accuracy at an input length,
     ``("passkey", "256")``)."""
 
     key: str
@@ -333,6 +402,21 @@ FINETUNE_FINDINGS = (
 )  # fmt: skip
 
 
+ARMS = {"none": "none", "linear": "PI", "dynamic": "dynamic NTK", "yarn": "YaRN"}
+
+
+def arm_terms(finding: ArmFinding) -> str:
+    """What a fine-tuning finding subtracts, signed as :func:`judge_arms` does:
+    ``"PI, 200 steps − none, 200 steps: loss at 4×"``."""
+    kind, key = finding.what
+    first, second = (
+        (finding.better, finding.worse) if kind == "loss" else (finding.worse, finding.better)
+    )
+    arm = [f"{ARMS[s]}, {n} steps" for s, n in (first, second)]
+    what = f"loss at {key}×" if kind == "loss" else f"retrieval at {key} bytes"
+    return f"{arm[0]} − {arm[1]}: {what}"
+
+
 def judge_arms(
     records: Sequence[dict[str, Any]], finding: ArmFinding, pretrained: int | None = None
 ) -> dict[str, Any]:
@@ -344,7 +428,7 @@ def judge_arms(
     )
     try:
         found = compare_arms(records, first, second, finding.what, pretrained)
-    except (KeyError, TypeError):  # an arm without that length or distance
+    except (KeyError, TypeError):  # an arm without that multiple or input length
         found = None
     if found is None:
         return {"key": finding.key, "seeds": 0, "verdict": None}
@@ -395,8 +479,10 @@ def main_table(records: Sequence[dict[str, Any]], scale: dict[str, int]) -> dict
 
 
 def sweep_table(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per scale name and scheme: the validation loss at L_train of each swept rate, and the
-    rate the main runs use (the lowest; None while main runs are missing)."""
+    """Per scale name and scheme: the validation loss at L_train of each swept rate, the rate
+    with the lowest (the main runs' rate, ``train.choose_rate``; None while a swept rate is
+    missing), and whether it is the highest rate tried (``edge``: the grid may not bracket
+    the best rate)."""
     out: dict[str, Any] = {}
     for r in records:
         if r["role"] != "sweep":
@@ -405,11 +491,27 @@ def sweep_table(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         entry = out.setdefault(name, {}).setdefault(r["scheme"], {"rates": {}, "chosen": None})
         loss = (r.get("validation") or {}).get("1")
         entry["rates"][f"{r['lr']:g}"] = loss
-    for r in records:
-        plain = r["role"] == "main" and r["finetune"] is None and not r["config"].get("passkey")
-        name = (r.get("config") or {}).get("scale", {}).get("name")
-        if plain and name in out and r["scheme"] in out[name]:
-            out[name][r["scheme"]]["chosen"] = f"{r['lr']:g}"
+    import train  # here, not at the top: train imports this module
+
+    for name, schemes in out.items():
+        grid = train.FULL.scales[name][1] if name in train.FULL.scales else ()
+        for entry in schemes.values():
+            rates = entry["rates"]
+            if len(rates) < max(2, len(grid)):
+                continue
+            finite = {k: v for k, v in rates.items() if v is not None and math.isfinite(v)}
+            if finite:  # as train.chosen_lr: a diverged run is never chosen
+                entry["chosen"] = min(finite, key=lambda k: (finite[k], float(k)))
+                entry["edge"] = float(entry["chosen"]) == max(float(k) for k in rates)
+    return out
+
+
+def sweep_edges(sweep: dict[str, Any]) -> dict[str, str]:
+    """Per scale name, the schemes whose chosen rate is the highest tried, in words."""
+    out = {}
+    for name, schemes in sweep.items():
+        edge = [LABELS[s] for s in TRAINED if schemes.get(s, {}).get("edge")]
+        out[name] = ", ".join(edge) if edge else "none"
     return out
 
 
@@ -438,7 +540,7 @@ def best(records: Sequence[dict[str, Any]], scale: dict[str, int]) -> list[dict[
             "worst": means[-1][1],
         }
         if d is not None:
-            mean, lo, hi = bootstrap(d)
+            mean, lo, hi = interval(d, stretch_blocks(scale["L_train"]))
             row.update(
                 seeds=d.shape[0],
                 mean=round(mean, 4),
@@ -547,8 +649,8 @@ def progress(folder: Path, quick: bool = False) -> dict[str, Any]:
             "passkey_digits": train.method.DIGITS,
             "weight_decay": train.method.WEIGHT_DECAY,
             "dropout": train.method.DROPOUT,
-            "resamples": RESAMPLES,
             "level": LEVEL,
+            "text_stretch": TEXT_STRETCH,
             "steps": {name: steps for name, (steps, _, _) in plan.scales.items()},
             "rates": {
                 name: [f"{r:g}" for r in rates] for name, (_, rates, _) in plan.scales.items()
@@ -557,6 +659,7 @@ def progress(folder: Path, quick: bool = False) -> dict[str, Any]:
             "finetune": {
                 "scale": plan.finetune_scale,
                 "pretrain_steps": plan.finetune_steps,
+                "lr": "chosen" if plan.finetune_lr is None else f"{plan.finetune_lr:g}",
                 "seeds": len(plan.finetune_seeds),
                 "scalings": list(plan.finetune_scalings),
                 "checkpoints": list(plan.finetune_checkpoints),
@@ -588,6 +691,7 @@ def analyse(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             for scale in scales(records)
         ],
         "sweep": sweep_table(records),
+        "sweep_edges": sweep_edges(sweep_table(records)),
         "finetune": {str(steps): finetune_table(records, steps) for steps in pretrained},
         "finetune_findings": {
             str(steps): [judge_arms(records, f, steps) for f in FINETUNE_FINDINGS]
@@ -628,7 +732,7 @@ def report(records: Sequence[dict[str, Any]], done: dict[str, Any] | None = None
         for row in block["best"]:
             if row["best"] is None:
                 continue
-            level = "ahead of" if row.get("separate") else "level with"
+            level = "ahead of" if row.get("separate") else "not separable from"
             lines.append(
                 f"  best at {row['multiple']}x: {row['best']} ({level} {row['runner_up']}: "
                 f"d = {row.get('mean', float('nan')):+.3f})"
