@@ -1,7 +1,7 @@
 """What each position scheme does to a model that learns with it: a trained comparison on CPU.
 
 The method (data splits, model, evaluation, passkey) is ``train_method.py``; the analysis
-(paired bootstrap intervals, verdicts on the papers' findings) is ``train_analysis.py``. This
+(paired t-intervals, verdicts on the papers' findings) is ``train_analysis.py``. This
 file is the set of runs and the command that builds it, one file per run in
 ``benchmarks/results/train/`` (the schema: DESIGN.md, "Saved results"):
 

@@ -7,10 +7,11 @@ matrix ``d[seed, block]`` of paired differences; its mean is the effect. Its int
 (:func:`interval`) counts two sources of variation: the seeds (training noise), from the
 spread of the seeds' means, and the test text, from the spread of the means of its stretches
 of :data:`TEXT_STRETCH` bytes (neighbouring blocks of one help topic vary together, so single
-blocks would count the text as more varied than it is). The two variances are added and
-the mean's interval is Student's t with Welch-Satterthwaite's degrees of freedom. With 3-5
-seeds a percentile bootstrap over seeds would cover far less than 95% (three values resampled
-give their range); t's quantile (4.30 at 2 degrees of freedom) pays for the few seeds.
+blocks would pass for more independent evidence than the text holds). The two variances are
+added, and the mean's interval is Student's t with Welch-Satterthwaite's degrees of
+freedom. With 3-5 seeds a percentile bootstrap over seeds would cover far less than 95%
+(three values resampled give their range); t's quantile (4.30 at 2 degrees of freedom) pays
+for the few seeds.
 
 A finding claims a sign (or a bound) of such a difference. :func:`verdict` reads it off the
 interval: *reproduced* when the whole interval lies on the finding's side, *not reproduced*
@@ -510,7 +511,7 @@ def sweep_edges(sweep: dict[str, Any]) -> dict[str, str]:
     """Per scale name, the schemes whose chosen rate is the highest tried, in words."""
     out = {}
     for name, schemes in sweep.items():
-        edge = [LABELS[s] for s in TRAINED if schemes.get(s, {}).get("edge")]
+        edge = [SHORT[s] for s in TRAINED if schemes.get(s, {}).get("edge")]
         out[name] = ", ".join(edge) if edge else "none"
     return out
 

@@ -62,7 +62,7 @@ METHOD = 1  # the method's version, part of every run's identity
 SCHEMES = ("nope", "sinusoid", "learned", "rope", "alibi", "t5", "t5-128")
 # Inference-time scalings of the trained RoPE model (rows "rope+linear", ...): no training.
 SCALINGS = ("linear", "dynamic", "yarn")
-DYNAMIC_FACTOR = 2.0  # fixed, as users set it: Hugging Face's documented example
+DYNAMIC_FACTOR = 2.0  # fixed, as users set it; 2 is a common choice in published configs
 # Fine-tuning arms: the RoPE model trained at L_train, fine-tuned at FINETUNE_MULTIPLE x L_train.
 FINETUNE_SCALINGS = ("none", "linear", "dynamic", "yarn")
 FINETUNE_MULTIPLE = 4

@@ -157,7 +157,30 @@ def test_a_complete_set_is_said_complete_and_judged_at_both_scales(full: dict[st
     assert pages.holds(full, "best small 8 alibi") is True
     assert pages.holds(full, "worst small 1 nope") is True
     assert pages.holds(full, "separate small 8") is True
+    # the learned table's side of the sinusoid (the verdict "not reproduced" alone has none)
+    assert pages.holds(full, "higher small learned-as-sinusoid") is True
+    assert pages.holds(full, "lower small learned-as-sinusoid") is False
     assert pages.figure(full, "small", "alibi", "8", "mean") != pages.PENDING
+
+
+def test_the_chosen_rate_is_marked_where_it_is_the_highest_tried(full: dict[str, Any]) -> None:
+    sweep = full["sweep"]["small"]
+    # the synthetic sweep (rates 1e-3, 3e-3, 1e-2): no scheme best at the grid's top
+    assert not any(entry["edge"] for entry in sweep.values())
+    assert full["sweep_edges"]["small"] == "none"
+
+    def run(scheme: str, lr: float, loss: float | None) -> dict[str, Any]:
+        config = {"scale": {"name": "small"}}
+        return {"role": "sweep", "scheme": scheme, "lr": lr, "config": config,
+                "validation": {"1": loss}}  # fmt: skip
+
+    records = [run("alibi", 1e-3, 1.6), run("alibi", 3e-3, 1.5), run("alibi", 1e-2, 1.4)]
+    records += [run("rope", 1e-3, 1.6), run("rope", 3e-3, 1.3), run("rope", 1e-2, float("nan"))]
+    found = analysis.sweep_table(records)["small"]
+    assert (found["alibi"]["chosen"], found["alibi"]["edge"]) == ("0.01", True)
+    assert (found["rope"]["chosen"], found["rope"]["edge"]) == ("0.003", False)  # nan: diverged
+    assert analysis.sweep_edges({"small": found}) == {"small": "ALiBi"}
+    assert analysis.sweep_table(records[:2])["small"]["alibi"]["chosen"] is None  # a rate missing
 
 
 def test_the_sweep_and_the_main_runs_agree_on_the_chosen_rate(full: dict[str, Any]) -> None:

@@ -47,6 +47,11 @@ from sphinx.errors import ExtensionError
 from sphinx.util.docutils import SphinxDirective, SphinxRole
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+if str(BENCHMARKS) not in sys.path:
+    sys.path.insert(0, str(BENCHMARKS))
+
+from train_analysis import t_quantile  # noqa: E402  (one t quantile for both pages)
+
 MULTIPLES = ("1", "2", "4")
 MIN_SEEDS = 3  # a verdict needs at least this many seeds of each scheme
 LABELS = {
@@ -112,34 +117,6 @@ def values(
         (r for r in runs if r["scheme"] == scheme and r["task"] == task), key=lambda r: r["seed"]
     )
     return [r[key][multiple] for r in chosen]
-
-
-def t_quantile(p: float, df: float) -> float:
-    """Student's t quantile: the ``t`` with ``P(T <= t) = p``, for ``p`` in (0.5, 1).
-
-    The density integrated by Simpson's rule from 0 (where the CDF is 1/2), the quantile
-    found by bisection; no scipy in the docs' environment.
-
-    >>> round(t_quantile(0.975, 2), 3), round(t_quantile(0.975, 4), 3)
-    (4.303, 2.776)
-    >>> round(t_quantile(0.975, 1e6), 3)
-    1.96
-    """
-    scale = math.exp(math.lgamma((df + 1) / 2) - math.lgamma(df / 2)) / math.sqrt(df * math.pi)
-
-    def cdf(t: float, steps: int = 2000) -> float:
-        h = t / steps
-        f = [scale * (1 + (i * h) ** 2 / df) ** (-(df + 1) / 2) for i in range(steps + 1)]
-        odd, even = sum(f[1:-1:2]), sum(f[2:-1:2])
-        return 0.5 + h / 3 * (f[0] + 4 * odd + 2 * even + f[-1])
-
-    low, high = 0.0, 1.0
-    while cdf(high) < p:
-        low, high = high, 2 * high
-    for _ in range(60):
-        middle = (low + high) / 2
-        low, high = (middle, high) if cdf(middle) < p else (low, middle)
-    return (low + high) / 2
 
 
 def interval(found: list[float]) -> tuple[float, float]:

@@ -13,7 +13,7 @@ not yet saved renders as *pending*, never as a verdict. The markup:
   ``:schemes:`` to choose and order the rows;
 - ``.. train-sweep:: SCALE`` — the validation loss of each swept learning rate, and the chosen;
 - ``.. train-findings::`` — each finding (``:set: papers`` or ``observations``) at each scale:
-  the paired difference, its 95% bootstrap interval, the verdict;
+  the paired difference (its terms below the finding), its 95% t-interval, the verdict;
 - ``.. train-best::`` — at each length and scale, the best scheme and whether the runner-up
   is separable from it;
 - ``.. train-finetune::`` — the fine-tuned loss (``:multiple: 4``) per scaling and steps;
@@ -37,6 +37,7 @@ The claims:
   ``best SCALE M SCHEME``        SCHEME has the lowest mean loss at M
   ``worst SCALE M SCHEME``       SCHEME has the highest mean loss at M
   ``separate SCALE M``           the best at M is separable from the runner-up
+  ``lower SCALE KEY``            the finding's mean difference is below 0 (``higher``: above)
   ``saved PART``                 every run of PART (``main-long``, ``finetune-passkey``) is saved
 
 ``train_results_folder`` in conf.py (relative to the docs directory) names the folder,
@@ -161,6 +162,11 @@ def holds(found: dict[str, Any], claim: str) -> bool | None:
         if row is None or row["verdict"] is None:
             return None
         return bool(row["verdict"] == VERDICTS[wanted])
+    if kind in ("lower", "higher") and len(args) == 2:
+        row = _row(found, *args)
+        if row is None or row["verdict"] is None:
+            return None
+        return bool(row["mean"] < 0) if kind == "lower" else bool(row["mean"] > 0)
     if kind == "refused" and len(args) == 3:
         scale, scheme, multiple = args
         at = block(found, scale)
@@ -237,8 +243,10 @@ def pending_note(found: dict[str, Any], part: str, where: Where) -> nodes.Node:
     text = f"Pending: {entry['text']}; this part is printed once all its runs are saved."
     out = nodes.container()
     out += paragraph(text, where)
-    count = f"{entry['done']} / {entry['jobs']}"
-    out += nodes.paragraph(count, count)
+    count = nodes.paragraph()
+    count += words(nodes.inline("runs saved", "runs saved"), where)
+    count += nodes.Text(f": {entry['done']} / {entry['jobs']}")
+    out += count
     return out
 
 
@@ -253,7 +261,8 @@ def status_nodes(found: dict[str, Any], where: Where) -> list[nodes.Node]:
     else:
         text = (
             "Part of the plan's training runs are saved. A part still pending shows no "
-            "figures and no verdicts; nox -s train resumes the set."
+            "tables and no verdicts, and the figures mark it pending; nox -s train resumes "
+            "the set."
         )
     out: list[nodes.Node] = [paragraph(text, where)]
     table = new_table("Training runs saved", ["part of the plan", "saved"], [40, 12], where)
@@ -308,12 +317,15 @@ def findings_table(found: dict[str, Any], which: str, where: Where) -> nodes.tab
     findings = analysis.FINDINGS if which == "papers" else analysis.OBSERVATIONS
     names = main_scales(found)
     heads = ["finding", *[f"{name} scale" for name in names]]
-    title = "Paired difference (first minus second, nats per byte), its 95% interval, the verdict"
+    title = (
+        "Paired difference (nats per byte; the terms under each finding, first minus "
+        "second), its 95% interval, the verdict"
+    )
     out = new_table(title, heads, [40] + [22] * len(names), where)
     rows = body(out)
     for finding in findings:
         row = nodes.row()
-        row += text_cell(finding.text, where)
+        row += text_cell(finding.text, where, analysis.terms(finding))
         for name in names:
             at = block(found, name)
             key = "results" if which == "papers" else "observations"
@@ -375,7 +387,10 @@ def sweep_table(found: dict[str, Any], scale: str, where: Where) -> nodes.Node:
             if loss is not None and loss == loss:  # not nan
                 shown = f"{loss:.3f}"
             row += cell(shown, strong=rate == entry["chosen"])
-        row += cell(entry["chosen"] or PENDING)
+        chosen = cell(entry["chosen"] or PENDING)
+        if entry.get("edge"):  # the grid may not bracket the best rate
+            chosen += words(nodes.paragraph("highest tried", "highest tried"), where)
+        row += chosen
         rows += row
     return out
 
@@ -398,7 +413,7 @@ def best_table(found: dict[str, Any], where: Where) -> nodes.table:
                 continue
             lo, hi = entry["interval"]
             best, second = analysis.LABELS[entry["best"]], analysis.LABELS[entry["runner_up"]]
-            verdict = "ahead of" if entry["separate"] else "level with"
+            verdict = "ahead of" if entry["separate"] else "not separable from"
             row += text_cell(best, where, verdict, second)
             row[-1] += cell(f"{entry['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]").children
         rows += row
@@ -478,14 +493,18 @@ def passkey_table(found: dict[str, Any], where: Where) -> nodes.Node:
 
 
 def finetune_findings(found: dict[str, Any], where: Where) -> nodes.table:
-    title = "Paired difference, its 95% interval over the seeds, the verdict"
+    title = (
+        "Paired difference (the terms under each finding: a loss in nats per byte, a "
+        "retrieval as a share of the examples; below 0 where the finding holds), its 95% "
+        "interval, the verdict"
+    )
     out = new_table(title, ["finding", "fine-tuning"], [60, 24], where)
     rows = body(out)
     lists = list(found["finetune_findings"].values())
     saved = lists[0] if lists and ready(found, "finetune-passkey") else []
     for finding in analysis.FINETUNE_FINDINGS:
         row = nodes.row()
-        row += text_cell(finding.text, where)
+        row += text_cell(finding.text, where, analysis.arm_terms(finding))
         match = next((r for r in saved if r["key"] == finding.key), None)
         row += interval_cell(match, where)
         rows += row
@@ -499,6 +518,7 @@ def info(found: dict[str, Any], key: str) -> str:
         "env": found["environment"],
         "plan": found["progress"]["plan"],
         "progress": found["progress"],
+        "analysis": found,
     }
     try:
         value = reduce(lambda node, part: node[part], key.split("."), tree)

@@ -140,7 +140,9 @@ if not (BENCHMARKS / "train_analysis.py").is_file():  # downloaded alone
 sys.path.insert(0, str(BENCHMARKS.resolve()))
 import train_analysis as analysis  # benchmarks/ is not a package
 
-# To draw another folder, your own quick run's say: TRAIN_RESULTS=/tmp/train-quick/runs
+# To draw another folder, say your own quick run's (``nox -s train -- --quick``
+# writes /tmp/train-quick/runs; with ``--out /tmp/quick.json``, /tmp/quick/runs):
+# TRAIN_RESULTS=/tmp/train-quick/runs
 # TRAIN_PLAN=quick python examples/schemes/plot_19_trained_comparison.py
 FOLDER = Path(os.environ.get("TRAIN_RESULTS", BENCHMARKS / "results" / "train"))
 records = analysis.load(FOLDER)
@@ -170,8 +172,8 @@ def saved_note(scale):
 # the seeds, the band their range (min to max). First the trained schemes;
 # then RoPE trained at L_train and run longer with the scalings users reach
 # for, without training (linear and YaRN configured for the length, dynamic
-# NTK at its fixed factor). Left of the dashed line the model sees lengths it
-# was trained on.
+# NTK at its fixed factor). The dashed line marks L_train, the longest length
+# the model was trained on.
 COLOURS = {
     "nope": "0.45",
     "sinusoid": "C0",
@@ -205,7 +207,7 @@ def by_length(schemes, title):
     axes = list(axes) if len(scales) > 1 else [axes]
     for ax, scale in zip(axes, scales, strict=True):
         block = blocks.get(scale)
-        if block is None:
+        if block is None or not any(s in block["table"] for s in schemes):
             ax.set_title(f"{scale} scale{saved_note(scale)}", fontsize=10)
             pending_axes(ax, "pending:\nno run saved yet")
             continue
@@ -311,11 +313,12 @@ plt.show()
 # The papers' findings, and this run's own questions, as paired differences:
 # for each seed and each block of the test text, the loss of the first term
 # minus the second (both saw the same batches and the same bytes), their mean
-# and a 95% two-way bootstrap interval (seeds and blocks resampled). A finding
-# that claims "less" is reproduced where the interval lies left of the dashed
-# line, not reproduced where it lies right of it, and not separable where it
-# straddles it (one that claims "within 0.01" or "within 0.05" is judged
-# against that bound, both sides: the tables of the guide give each verdict).
+# and a 95% t-interval that counts the seeds and the stretches of text. A
+# finding that claims "less" is reproduced where the interval lies left of its
+# bound (the dashed line at 0, or ALiBi's grey bar at 0.03), not reproduced
+# where it lies right of it, and not separable where it straddles it. One that
+# claims "within 0.01" or "within 0.05" is judged against its two grey bars
+# (the tables of the guide give each verdict).
 # Only the scales whose main runs are all saved are drawn.
 rows = [*analysis.FINDINGS, *analysis.OBSERVATIONS]
 fig, ax = plt.subplots(figsize=(6.8, 6.4), layout="constrained")
@@ -345,13 +348,6 @@ for scale in scales:
 ax.axvline(0, color="black", linestyle="--", linewidth=1)
 
 
-TERMS = {**analysis.LABELS, "t5": "T5 (L_train)", "t5-128": "T5 (128)"}
-
-
-def term(scheme, multiple):
-    return f"{TERMS[scheme]} {multiple}×"
-
-
 for y, finding in enumerate(rows):  # a finding's own bound, where it is not 0
     bounds = (
         [finding.bound] if finding.kind == "less" else [-finding.bound, finding.bound]
@@ -361,7 +357,7 @@ for y, finding in enumerate(rows):  # a finding's own bound, where it is not 0
             ax.plot([bound, bound], [y - 0.35, y + 0.35], color="0.5", linewidth=2)
 
 
-names = [f"{term(*f.first)} − {term(*f.second)}" for f in rows]
+names = [analysis.terms(f) for f in rows]
 ax.set_yticks(range(len(rows)), names)
 ax.invert_yaxis()
 ax.set_xscale("symlog", linthresh=0.03, linscale=0.5)

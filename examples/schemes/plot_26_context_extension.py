@@ -6,14 +6,13 @@ A RoPE model pretrained at L_train = 64 bytes, then fine-tuned at 4 × L_train
 (256 bytes) with each of the scalings people use to extend a context: none
 (plain extrapolation), linear (Position Interpolation, `Chen et al.
 <https://arxiv.org/abs/2306.15595>`__, 2023), dynamic NTK, and YaRN (`Peng et
-al. <https://arxiv.org/abs/2309.00071>`__, 2023). Each is recorded after a
-few numbers of fine-tuning steps, from none to a thousand, over several
-seeds: its test loss at 4 and 8 × L_train, and Chen et al.'s passkey
-retrieval (a number hidden in filler text near the start, asked for at the
-end) against the length of the input. This
-script draws the saved runs of ``nox -s train`` through the harness's
-analysis; where the fine-tuning arms are not all saved yet, it draws what is
-and says what is pending.
+al. <https://arxiv.org/abs/2309.00071>`__, 2023). Each is recorded at a few
+points of its fine-tuning, from no steps to a thousand, over several seeds:
+its test loss at 4 and 8 × L_train, and Chen et al.'s passkey retrieval (a
+number hidden in filler text near the start, asked for at the end) against
+the length of the input. This script draws the saved runs of ``nox -s train``
+through the harness's analysis; where the fine-tuning arms are not all saved
+yet, it draws what is and says what is pending.
 
 Explained in :ref:`guide-extending`.
 """
@@ -146,7 +145,9 @@ if not (BENCHMARKS / "train_analysis.py").is_file():  # downloaded alone
 sys.path.insert(0, str(BENCHMARKS.resolve()))
 import train_analysis as analysis  # benchmarks/ is not a package
 
-# To draw another folder, your own quick run's say: TRAIN_RESULTS=/tmp/train-quick/runs
+# To draw another folder, say your own quick run's (``nox -s train -- --quick``
+# writes /tmp/train-quick/runs; with ``--out /tmp/quick.json``, /tmp/quick/runs):
+# TRAIN_RESULTS=/tmp/train-quick/runs
 # TRAIN_PLAN=quick python examples/schemes/plot_26_context_extension.py
 FOLDER = Path(os.environ.get("TRAIN_RESULTS", BENCHMARKS / "results" / "train"))
 records = analysis.load(FOLDER)
