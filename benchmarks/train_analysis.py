@@ -481,7 +481,7 @@ def main_table(records: Sequence[dict[str, Any]], scale: dict[str, int]) -> dict
 
 def sweep_table(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Per scale name and scheme: the validation loss at L_train of each swept rate, the rate
-    with the lowest (the main runs' rate, ``train.choose_rate``; None while a swept rate is
+    with the lowest (the main runs' rate, as ``train.chosen_lr``; None while a swept rate is
     missing), and whether it is the highest rate tried (``edge``: the grid may not bracket
     the best rate)."""
     out: dict[str, Any] = {}
@@ -679,6 +679,7 @@ def analyse(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """What the pages read: every finding and observation at every scale, the losses, the
     sweep, the best scheme, the fine-tuning table and its findings, the environment."""
     pretrained = sorted({r["steps"] for r in records if r["finetune"] is not None})
+    sweep = sweep_table(records)
     return {
         "findings": [
             {
@@ -691,8 +692,8 @@ def analyse(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
             }
             for scale in scales(records)
         ],
-        "sweep": sweep_table(records),
-        "sweep_edges": sweep_edges(sweep_table(records)),
+        "sweep": sweep,
+        "sweep_edges": sweep_edges(sweep),
         "finetune": {str(steps): finetune_table(records, steps) for steps in pretrained},
         "finetune_findings": {
             str(steps): [judge_arms(records, f, steps) for f in FINETUNE_FINDINGS]
