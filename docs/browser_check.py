@@ -369,6 +369,7 @@ class Problems:
         self.icon = re.compile(r"/_static/favicon\.\w+$")
         self._asked: dict[Request, int] = {}  # each request in flight: the page that asked
         self._shown = [0]  # the pages opened so far
+        self._aborted: list[tuple[str, int]] = []  # aborted requests: the URL, the page
 
     def add(self, what: str) -> None:
         pending = self.page.removesuffix(".html") in PENDING_PAGES
@@ -398,9 +399,14 @@ class Problems:
                 self.add(f"request outside the site: {request.url}")
 
         def on_failed(request: Request) -> None:
-            left = asked.pop(request, shown[0]) < shown[0]
-            if request.failure == "net::ERR_ABORTED" and (left or self.icon.search(request.url)):
-                return  # check_icon loads the icon itself
+            by = asked.pop(request, shown[0])
+            if request.failure == "net::ERR_ABORTED":
+                if by < shown[0] or self.icon.search(request.url):
+                    return  # check_icon loads the icon itself
+                # Chromium may report the abort before the navigation that caused it:
+                # judged once the page has settled, when that navigation is counted
+                self._aborted.append((request.url, by))
+                return
             self.add(f"request failed: {request.url} ({request.failure})")
 
         page.on("console", on_console)
@@ -422,8 +428,13 @@ class Problems:
         while any(n == self._shown[0] for n in self._asked.values()):
             if time.monotonic() > deadline:
                 self.add("requests still in flight after the page's time")
-                return
+                break
             page.wait_for_timeout(20)
+        # an abort is a failure only where the page that asked is still the one shown
+        for url, by in self._aborted:
+            if by == self._shown[0]:
+                self.add(f"request failed: {url} (net::ERR_ABORTED)")
+        self._aborted.clear()
 
 
 def pages(html: Path) -> list[str]:
