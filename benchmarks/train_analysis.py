@@ -607,8 +607,8 @@ PARTS = {
     ("sweep", "long"): "the learning-rate sweep at the long scale",
     ("main", "small"): "the main runs at the small scale",
     ("main", "long"): "the main runs at the long scale",
-    ("main", "passkey"): "the passkey models",
-    ("finetune", "passkey"): "the fine-tuning arms",
+    ("main", "passkey"): "the passkey models (RoPE, pretrained for fine-tuning)",
+    ("finetune", "passkey"): "the fine-tuning arms (one per seed and scaling)",
 }
 
 
@@ -652,6 +652,16 @@ def progress(folder: Path, quick: bool = False) -> dict[str, Any]:
             "dropout": train.method.DROPOUT,
             "level": LEVEL,
             "text_stretch": TEXT_STRETCH,
+            # the 97.5% t quantiles the pages quote: 3 seeds (2 degrees of freedom), many
+            "t_quantile": {
+                "3": f"{t_quantile(0.975, 2):.2f}",
+                "many": f"{t_quantile(0.975, 1e6):.2f}",
+            },
+            # dynamic NTK's alpha = f n / L_train - (f - 1), f the fine-tuning's factor
+            "dynamic_alpha": {
+                str(n): train.method.FINETUNE_MULTIPLE * n - (train.method.FINETUNE_MULTIPLE - 1)
+                for n in (train.method.FINETUNE_MULTIPLE, 2 * train.method.FINETUNE_MULTIPLE)
+            },
             "steps": {name: steps for name, (steps, _, _) in plan.scales.items()},
             "rates": {
                 name: [f"{r:g}" for r in rates] for name, (_, rates, _) in plan.scales.items()

@@ -157,6 +157,12 @@ def test_a_complete_set_is_said_complete_and_judged_at_both_scales(full: dict[st
     assert pages.holds(full, "best small 8 alibi") is True
     assert pages.holds(full, "worst small 1 nope") is True
     assert pages.holds(full, "separate small 8") is True
+    assert pages.holds(full, "level small 8") is False
+    eight = next(row for row in full["scales"]["small"]["best"] if row["multiple"] == "8")
+    assert eight["best"] == "alibi"
+    assert eight["runner_up"] != "nope"
+    assert pages.holds(full, f"pair small 8 {eight['runner_up']} alibi") is True  # either order
+    assert pages.holds(full, "pair small 8 alibi nope") is False
     # the learned table's side of the sinusoid (the verdict "not reproduced" alone has none)
     assert pages.holds(full, "higher small learned-as-sinusoid") is True
     assert pages.holds(full, "lower small learned-as-sinusoid") is False
@@ -193,13 +199,14 @@ def test_the_sweep_and_the_main_runs_agree_on_the_chosen_rate(full: dict[str, An
 
 
 def test_fine_tuning_is_judged_from_the_seeds(full: dict[str, Any]) -> None:
-    rows = {row["key"]: row for row in full["finetune_findings"]["4000"]}
+    pretrained = str(train.FULL.finetune_steps)  # the synthetic fill's passkey models
+    rows = {row["key"]: row for row in full["finetune_findings"][pretrained]}
     assert rows["yarn-vs-pi-50"]["verdict"] == analysis.REPRODUCED
     assert rows["yarn-vs-pi-50"]["seeds"] == 3
     # accuracy: signed so that the finding holds below 0 (yarn retrieves more than PI)
     assert rows["yarn-vs-pi-passkey"]["mean"] < 0
     assert rows["yarn-vs-pi-passkey"]["verdict"] == analysis.REPRODUCED
-    table = full["finetune"]["4000"]
+    table = full["finetune"][pretrained]
     assert set(table) == {"none", "linear", "dynamic", "yarn"}
     assert set(table["yarn"]) == {"0", "50", "200", "1000"}
     assert pages.holds(full, "verdict finetune yarn-vs-pi-50 reproduced") is True
@@ -211,7 +218,7 @@ def test_a_pending_part_prints_no_verdict(tmp_path: Path) -> None:
     assert not found["progress"]["complete"]
     text = pages.status(found)
     assert "the main runs at the long scale (0 of 21)" in text
-    assert "the fine-tuning arms (12 of 12)" not in text  # saved parts are not listed
+    assert "the main runs at the small scale" not in text  # saved parts are not listed
     assert pages.holds(found, "verdict long alibi-vs-sinusoid reproduced") is None
     assert pages.holds(found, "verdict small alibi-vs-sinusoid reproduced") is True
     assert pages.figure(found, "long", "alibi", "1", "mean") == pages.PENDING

@@ -36,7 +36,8 @@ The claims:
   ``refused SCALE SCHEME M``     SCHEME has no loss at M (null in every run)
   ``best SCALE M SCHEME``        SCHEME has the lowest mean loss at M
   ``worst SCALE M SCHEME``       SCHEME has the highest mean loss at M
-  ``separate SCALE M``           the best at M is separable from the runner-up
+  ``separate SCALE M``           the best at M is separable from the runner-up (``level``: not)
+  ``pair SCALE M A B``           A and B are the best and the runner-up at M, in either order
   ``lower SCALE KEY``            the finding's mean difference is below 0 (``higher``: above)
   ``saved PART``                 every run of PART (``main-long``, ``finetune-passkey``) is saved
 
@@ -173,13 +174,18 @@ def holds(found: dict[str, Any], claim: str) -> bool | None:
         if at is None:
             return None
         return at["table"][scheme]["loss"].get(multiple) is None
-    if kind in ("best", "worst", "separate") and len(args) == (2 if kind == "separate" else 3):
+    arity = {"best": 3, "worst": 3, "separate": 2, "level": 2, "pair": 4}
+    if kind in arity and len(args) == arity[kind]:
         at = block(found, args[0])
         if at is None:
             return None
         row = next(row for row in at["best"] if row["multiple"] == args[1])
-        if kind == "separate":
-            return bool(row.get("separate"))
+        if kind in ("separate", "level"):
+            if row.get("best") is None or "separate" not in row:
+                return None
+            return bool(row["separate"]) == (kind == "separate")
+        if kind == "pair":
+            return {row.get("best"), row.get("runner_up")} == set(args[2:])
         return bool(row.get(kind) == args[2])
     if kind == "saved" and len(args) == 1:
         return ready(found, args[0])
@@ -306,9 +312,9 @@ def interval_cell(row: dict[str, Any] | None, where: Where) -> nodes.entry:
         return text_cell(PENDING, where)
     lo, hi = row["interval"]
     entry = nodes.entry()
-    para = nodes.paragraph()
-    para += words(nodes.strong(row["verdict"], row["verdict"]), where)
-    entry += para
+    # a paragraph, not an inline node: Sphinx translates only the former (bold by CSS)
+    verdict = row["verdict"]
+    entry += words(nodes.paragraph(verdict, verdict, classes=["train-verdict"]), where)
     entry += cell(f"{row['mean']:+.3f}", f"[{lo:+.3f}, {hi:+.3f}]").children
     return entry
 
