@@ -11,10 +11,10 @@ file is the set of runs and the command that builds it, one file per run in
    (read from the sweep's files: a main run waits until its sweep is complete). RoPE's main
    runs also give the inference-time scalings' rows (no training);
 3. **fine-tune**: a RoPE model of 4 layers pretrained at L_train = 64 with half of its rows
-   passkey examples (at RoPE's chosen rate), seeds 1-3, then fine-tuned at 4 x L_train with
-   each scaling (none, linear/PI, dynamic NTK, YaRN), recorded after 0, 50, 200 and 1000
-   steps. Pretrained models are cached under ``results/train/checkpoints/`` (ignored by git;
-   recomputed, bit for bit, when absent).
+   passkey examples (at 3e-3, ``finetune_lr``: see Choices), seeds 1-3, then fine-tuned at
+   4 x L_train with each scaling (none, linear/PI, dynamic NTK, YaRN), recorded after 0, 50,
+   200 and 1000 steps. Pretrained models are cached under ``results/train/checkpoints/``
+   (ignored by git; recomputed, bit for bit, when absent).
 
 A run's identity is its config (``Config``): a run whose file holds an equal config is done and
 skipped, a file with another config is redone, so the set is built over several sittings.

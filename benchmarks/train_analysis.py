@@ -377,11 +377,14 @@ class ArmFinding:
 
 
 FINETUNE_FINDINGS = (
-    ArmFinding("pi-vs-none-0", "without fine-tuning, PI is worse than plain extrapolation at 1x "
+    ArmFinding("pi-vs-none-0", "without fine-tuning, PI is worse than the unscaled model at 1x "
                "(it moves every position; Chen et al. 2023 fine-tune after scaling)",
                ("none", 0), ("linear", 0), ("loss", "1")),
+    ArmFinding("pi-vs-none-0-4x", "without fine-tuning, PI is better than plain extrapolation at "
+               "4x (Chen et al. 2023, §3.2)", ("linear", 0), ("none", 0), ("loss", "4")),
     ArmFinding("yarn-vs-none-0", "without fine-tuning, YaRN is better than plain extrapolation "
-               "at 4x (Peng et al. 2023)", ("yarn", 0), ("none", 0), ("loss", "4")),
+               "at 4x (Peng et al. 2023 show it for YaRN's dynamic form)", ("yarn", 0),
+               ("none", 0), ("loss", "4")),
     ArmFinding("dynamic-vs-none-0", "without fine-tuning, dynamic NTK is better than plain "
                "extrapolation at 4x (Peng et al. 2023)", ("dynamic", 0), ("none", 0),
                ("loss", "4")),
@@ -400,6 +403,9 @@ FINETUNE_FINDINGS = (
     ArmFinding("yarn-vs-pi-8x", "after 1,000 steps at 4x, YaRN is better than PI at 8x, past "
                "the fine-tuning length (Peng et al. 2023)", ("yarn", 1000), ("linear", 1000),
                ("loss", "8")),
+    ArmFinding("yarn-vs-none-8x", "after 1,000 steps at 4x, YaRN is better than fine-tuned "
+               "extrapolation at 8x, past the fine-tuning length (Peng et al. 2023)",
+               ("yarn", 1000), ("none", 1000), ("loss", "8")),
 )  # fmt: skip
 
 
@@ -608,7 +614,7 @@ PARTS = {
     ("main", "small"): "the main runs at the small scale",
     ("main", "long"): "the main runs at the long scale",
     ("main", "passkey"): "the passkey models (RoPE, pretrained for fine-tuning)",
-    ("finetune", "passkey"): "the fine-tuning arms (one per seed and scaling)",
+    ("finetune", "passkey"): "the fine-tuning runs (one per seed and scaling)",
 }
 
 

@@ -210,6 +210,26 @@ def test_fine_tuning_is_judged_from_the_seeds(full: dict[str, Any]) -> None:
     assert set(table) == {"none", "linear", "dynamic", "yarn"}
     assert set(table["yarn"]) == {"0", "50", "200", "1000"}
     assert pages.holds(full, "verdict finetune yarn-vs-pi-50 reproduced") is True
+    share = table["yarn"]["50"]["passkey"]["256"]["mean"]
+    assert pages.holds(full, f"passkey yarn 50 256 above {share - 0.01}") is True
+    assert pages.holds(full, f"passkey yarn 50 256 below {share - 0.01}") is False
+
+
+def test_a_scaling_settles_at_the_first_step_count_near_its_last_loss() -> None:
+    losses = {"0": 2.0, "50": 1.2, "200": 1.108, "1000": 1.1}
+    found = {
+        "progress": {
+            "parts": {"finetune-passkey": {"done": 12, "jobs": 12}},
+            "plan": {"finetune": {"pretrain_steps": 16000}},
+        },
+        "finetune": {"16000": {"pi": {n: {"loss_4x": {"mean": v}} for n, v in losses.items()}}},
+    }
+    assert pages.holds(found, "settles pi 4 200 0.01") is True
+    assert pages.holds(found, "settles pi 4 1000 0.005") is True  # 1.108 is 0.008 away
+    assert pages.holds(found, "settles pi 4 50 0.2") is True
+    assert pages.holds(found, "settles pi 4 200 0.2") is False  # 50 was already within
+    found["progress"]["parts"]["finetune-passkey"]["done"] = 11
+    assert pages.holds(found, "settles pi 4 200 0.01") is None  # pending
 
 
 def test_a_pending_part_prints_no_verdict(tmp_path: Path) -> None:

@@ -40,6 +40,10 @@ The claims:
   ``pair SCALE M A B``           A and B are the best and the runner-up at M, in either order
   ``lower SCALE KEY``            the finding's mean difference is below 0 (``higher``: above)
   ``saved PART``                 every run of PART (``main-long``, ``finetune-passkey``) is saved
+  ``passkey KIND N LEN above X`` the fine-tuned KIND's mean retrieval after N steps at LEN bytes
+                                 is above the share X (``below``: under it)
+  ``settles KIND M N D``         N is the first recorded step count at which KIND's mean loss
+                                 at M x L_train is within D of its loss at the last one
 
 ``train_results_folder`` in conf.py (relative to the docs directory) names the folder,
 ``train_results_quick`` whether it holds the quick plan's runs.
@@ -107,6 +111,15 @@ def main_scales(found: dict[str, Any]) -> list[str]:
 
 def ready(found: dict[str, Any], part: str) -> bool:
     return analysis.part_done(found["progress"], part)
+
+
+def finetuned(found: dict[str, Any]) -> dict[str, Any] | None:
+    """The fine-tuning table of the plan's passkey models, once every fine-tuning run is saved."""
+    if not ready(found, "finetune-passkey"):
+        return None
+    steps = str(found["progress"]["plan"]["finetune"]["pretrain_steps"])
+    table: dict[str, Any] | None = found["finetune"].get(steps)
+    return table
 
 
 def block(found: dict[str, Any], scale: str) -> dict[str, Any] | None:
@@ -189,6 +202,23 @@ def holds(found: dict[str, Any], claim: str) -> bool | None:
         return bool(row.get(kind) == args[2])
     if kind == "saved" and len(args) == 1:
         return ready(found, args[0])
+    if kind == "passkey" and len(args) == 5 and args[3] in ("above", "below"):
+        scaling, steps, length, side, share = args
+        table = finetuned(found)
+        if table is None:
+            return None
+        mean = table[scaling][steps]["passkey"][length]["mean"]
+        return bool(mean > float(share)) if side == "above" else bool(mean < float(share))
+    if kind == "settles" and len(args) == 4:
+        scaling, multiple, steps, within = args
+        table = finetuned(found)
+        if table is None:
+            return None
+        by_steps = sorted(table[scaling].items(), key=lambda item: int(item[0]))
+        loss = [(n, cell[f"loss_{multiple}x"]["mean"]) for n, cell in by_steps]
+        last = loss[-1][1]
+        first = next(n for n, value in loss if abs(value - last) <= float(within))
+        return first == steps
     raise ExtensionError(f"train-check: cannot read the claim {claim!r}")
 
 
