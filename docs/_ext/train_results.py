@@ -113,13 +113,12 @@ def ready(found: dict[str, Any], part: str) -> bool:
     return analysis.part_done(found["progress"], part)
 
 
-def finetuned(found: dict[str, Any]) -> dict[str, Any] | None:
-    """The fine-tuning table of the plan's passkey models, once every fine-tuning run is saved."""
+def finetuned(found: dict[str, Any], what: str = "finetune") -> Any:
+    """Of the plan's passkey models, the fine-tuning table (``what="finetune"``) or its
+    findings (``"finetune_findings"``), once every fine-tuning run is saved; else None."""
     if not ready(found, "finetune-passkey"):
         return None
-    steps = str(found["progress"]["plan"]["finetune"]["pretrain_steps"])
-    table: dict[str, Any] | None = found["finetune"].get(steps)
-    return table
+    return found[what].get(str(found["progress"]["plan"]["finetune"]["pretrain_steps"]))
 
 
 def block(found: dict[str, Any], scale: str) -> dict[str, Any] | None:
@@ -151,9 +150,9 @@ def figure(found: dict[str, Any], scale: str, scheme: str, multiple: str, stat: 
 
 def _row(found: dict[str, Any], scale: str, key: str) -> dict[str, Any] | None:
     if scale == "finetune":
-        if not ready(found, "finetune-passkey"):
+        rows = finetuned(found, "finetune_findings")
+        if rows is None:
             return None
-        rows = [row for rows in found["finetune_findings"].values() for row in rows]
     else:
         at = block(found, scale)
         if at is None:
@@ -456,15 +455,8 @@ def best_table(found: dict[str, Any], where: Where) -> nodes.table:
     return out
 
 
-def _finetune_cells(found: dict[str, Any]) -> dict[str, Any] | None:
-    if not ready(found, "finetune-passkey"):
-        return None
-    tables = list(found["finetune"].values())
-    return tables[0] if tables else None
-
-
 def finetune_table(found: dict[str, Any], multiple: str, where: Where) -> nodes.Node:
-    table = _finetune_cells(found)
+    table = finetuned(found)
     if table is None:
         return pending_note(found, "finetune-passkey", where)
     plan = found["progress"]["plan"]["finetune"]
@@ -499,7 +491,7 @@ SCALING_LABELS = {
 
 
 def passkey_table(found: dict[str, Any], where: Where) -> nodes.Node:
-    table = _finetune_cells(found)
+    table = finetuned(found)
     if table is None:
         return pending_note(found, "finetune-passkey", where)
     plan = found["progress"]["plan"]["finetune"]
@@ -536,8 +528,7 @@ def finetune_findings(found: dict[str, Any], where: Where) -> nodes.table:
     )
     out = new_table(title, ["finding", "fine-tuning"], [60, 24], where)
     rows = body(out)
-    lists = list(found["finetune_findings"].values())
-    saved = lists[0] if lists and ready(found, "finetune-passkey") else []
+    saved = finetuned(found, "finetune_findings") or []
     for finding in analysis.FINETUNE_FINDINGS:
         row = nodes.row()
         row += text_cell(finding.text, where, analysis.arm_terms(finding))
